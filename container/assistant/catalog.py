@@ -1,0 +1,472 @@
+"""The product catalog: the Product record, a JSON Lines reader with clear errors, and a synthetic generator.
+
+Run `python -m assistant.catalog --count 2000 --seed 7 --out catalog.jsonl` to write a demo catalog.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from assistant.validation import first_error
+
+_URL_PATTERN = r"^https?://\S+$"
+
+
+class CatalogError(ValueError):
+    """A catalog file that cannot be read; the message names the file and line."""
+
+
+class Product(BaseModel):
+    """One catalog entry. Unknown keys in a catalog line are ignored so richer feeds load unchanged."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", str_strip_whitespace=True)
+
+    id: str = Field(min_length=1, max_length=128)
+    title: str = Field(min_length=1, max_length=500)
+    description: str = Field(default="", max_length=20_000)
+    category: str = Field(default="", max_length=200)
+    brand: str = Field(default="", max_length=200)
+    price: float = Field(ge=0, le=100_000_000, allow_inf_nan=False)
+    url: str = Field(pattern=_URL_PATTERN, max_length=2_000)
+    image_url: str | None = Field(default=None, pattern=_URL_PATTERN, max_length=2_000)
+
+    def card(self) -> dict[str, object]:
+        """What a front end needs to render the product beside the answer."""
+        return {
+            "id": self.id,
+            "title": self.title,
+            "price": self.price,
+            "url": self.url,
+            "image_url": self.image_url,
+        }
+
+
+def iter_catalog(path: str | Path) -> Iterator[Product]:
+    """Products of a JSON Lines file, one per non-blank line, read lazily so a million lines fit in memory.
+
+    Raises CatalogError naming the file and line for bad JSON, a bad field or a repeated id.
+    """
+    path = Path(path)
+    first_line_of_id: dict[str, int] = {}
+    try:
+        # Binary lines, decoded one by one: a text-mode reader decodes ahead in chunks and would blame
+        # the wrong line for a bad byte.
+        handle = path.open("rb")
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot open catalog ({exc.strerror or exc})") from exc
+    with handle:
+        for line_number, raw_line in enumerate(handle, start=1):
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CatalogError(
+                    f"{path} line {line_number}: not valid UTF-8 at byte {exc.start}"
+                ) from None
+            if not line.strip():
+                continue
+            try:
+                product = Product.model_validate_json(line)
+            except ValidationError as exc:
+                field, message = first_error(exc)
+                where = f"{field}: " if field else ""
+                raise CatalogError(f"{path} line {line_number}: {where}{message}") from None
+            seen_on = first_line_of_id.setdefault(product.id, line_number)
+            if seen_on != line_number:
+                raise CatalogError(
+                    f"{path} line {line_number}: id: {product.id!r} repeats the id on line {seen_on}"
+                )
+            yield product
+
+
+def read_catalog(path: str | Path) -> list[Product]:
+    """All products of a JSON Lines catalog file (see iter_catalog for the errors)."""
+    return list(iter_catalog(path))
+
+
+def write_catalog(products: Iterable[Product], path: str | Path) -> int:
+    """Writes products as JSON Lines and returns how many were written."""
+    count = 0
+    with Path(path).open("w", encoding="utf-8") as handle:
+        for product in products:
+            handle.write(product.model_dump_json(exclude_none=True))
+            handle.write("\n")
+            count += 1
+    return count
+
+
+# ---- synthetic catalog ------------------------------------------------------------------------------
+# Brands are invented so demo output never looks like an endorsement of a real company.
+
+
+@dataclass(frozen=True)
+class _Category:
+    name: str
+    nouns: tuple[str, ...]
+    price_range: tuple[int, int]
+    adjectives: tuple[str, ...]
+    materials: tuple[str, ...]
+    features: tuple[str, ...]
+    uses: tuple[str, ...]
+    brands: tuple[str, ...]
+
+
+_OUTDOOR = ("Northpeak", "Trailcraft", "Alder Ridge", "Granite Fox", "Summit & Pine", "Bluewater")
+_ELECTRONICS = ("Voltana", "Lumora", "Sonique", "Corebyte", "Auralis", "Pixelon")
+_HOME = ("Hearthwell", "Brewline", "Kitchara", "Oakhaven", "Nordlys")
+_SPORT = ("Stridex", "Pacefield", "Flexa", "Kinetik", "Tempo Lab")
+
+_CATEGORIES: tuple[_Category, ...] = (
+    _Category(
+        "Hiking Boots",
+        ("hiking boots", "trail boots", "backpacking boots"),
+        (60, 320),
+        ("waterproof", "lightweight", "insulated", "breathable", "rugged"),
+        ("full-grain leather", "suede", "nylon mesh", "Gore-Tex lining"),
+        ("a Vibram outsole", "a cushioned midsole", "ankle support", "a rock plate", "speed lacing"),
+        ("day hikes", "multi-day treks", "muddy trails", "winter hiking"),
+        _OUTDOOR,
+    ),
+    _Category(
+        "Tents",
+        ("tent", "backpacking tent", "camping tent", "dome tent"),
+        (80, 650),
+        ("2-person", "4-person", "ultralight", "freestanding", "four-season"),
+        ("ripstop nylon", "polyester", "silnylon", "aluminum poles"),
+        ("a full rainfly", "two vestibules", "a bathtub floor", "mesh ventilation", "color-coded clips"),
+        ("backpacking", "family camping", "festivals", "alpine camps"),
+        _OUTDOOR,
+    ),
+    _Category(
+        "Sleeping Bags",
+        ("sleeping bag", "mummy bag", "quilt"),
+        (50, 480),
+        ("down", "synthetic", "compressible", "three-season", "zero-degree"),
+        ("800-fill down", "recycled polyester", "ripstop shell"),
+        ("a draft collar", "a hood cinch", "a two-way zipper", "a stuff sack"),
+        ("cold nights", "thru-hikes", "car camping"),
+        _OUTDOOR,
+    ),
+    _Category(
+        "Backpacks",
+        ("backpack", "daypack", "hiking pack", "travel pack"),
+        (35, 350),
+        ("30-liter", "45-liter", "65-liter", "lightweight", "water-resistant"),
+        ("ripstop nylon", "Cordura", "recycled polyester"),
+        ("a hip belt", "a hydration sleeve", "a ventilated back panel", "a laptop sleeve", "a rain cover"),
+        ("day hikes", "commuting", "travel", "overnight trips"),
+        _OUTDOOR,
+    ),
+    _Category(
+        "Rain Jackets",
+        ("rain jacket", "shell jacket", "waterproof jacket"),
+        (60, 420),
+        ("packable", "breathable", "waterproof", "hooded", "lightweight"),
+        ("3-layer Gore-Tex", "2.5-layer nylon", "recycled polyester"),
+        ("pit zips", "an adjustable hood", "sealed seams", "a chest pocket"),
+        ("rainy commutes", "hiking", "travel"),
+        _OUTDOOR,
+    ),
+    _Category(
+        "Headphones",
+        ("headphones", "wireless earbuds", "over-ear headphones", "noise cancelling headphones"),
+        (25, 450),
+        ("wireless", "noise-cancelling", "bluetooth", "foldable", "studio"),
+        ("memory foam", "aluminum", "protein leather"),
+        (
+            "40-hour battery life",
+            "active noise cancellation",
+            "a transparency mode",
+            "multipoint pairing",
+            "USB-C fast charging",
+        ),
+        ("commuting", "flights", "workouts", "studio mixing"),
+        _ELECTRONICS,
+    ),
+    _Category(
+        "Laptops",
+        ("laptop", "ultrabook", "gaming laptop", "notebook"),
+        (350, 2800),
+        ("14-inch", "16-inch", "thin", "lightweight", "high-performance"),
+        ("an aluminum chassis", "a magnesium alloy body", "a carbon fiber lid"),
+        (
+            "16GB RAM",
+            "a 1TB SSD",
+            "an OLED display",
+            "a backlit keyboard",
+            "all-day battery life",
+            "a 120Hz screen",
+        ),
+        ("students", "programming", "gaming", "video editing", "business travel"),
+        _ELECTRONICS,
+    ),
+    _Category(
+        "Smartwatches",
+        ("smartwatch", "fitness tracker", "GPS watch"),
+        (40, 700),
+        ("waterproof", "GPS", "solar", "slim", "rugged"),
+        ("titanium", "stainless steel", "silicone strap"),
+        ("heart-rate tracking", "sleep tracking", "offline maps", "a 10-day battery", "contactless payments"),
+        ("running", "swimming", "everyday wear", "trail running"),
+        _ELECTRONICS,
+    ),
+    _Category(
+        "Bluetooth Speakers",
+        ("bluetooth speaker", "portable speaker", "smart speaker"),
+        (25, 400),
+        ("portable", "waterproof", "rugged", "compact"),
+        ("fabric mesh", "rubberized housing", "aluminum grille"),
+        ("360-degree sound", "20-hour battery life", "stereo pairing", "a built-in microphone"),
+        ("beach days", "parties", "the shower", "camping"),
+        _ELECTRONICS,
+    ),
+    _Category(
+        "Cameras",
+        ("mirrorless camera", "action camera", "compact camera"),
+        (150, 2500),
+        ("4K", "full-frame", "weather-sealed", "compact"),
+        ("magnesium alloy", "polycarbonate"),
+        ("image stabilization", "fast autofocus", "a flip screen", "dual card slots"),
+        ("vlogging", "travel photography", "wildlife", "action sports"),
+        _ELECTRONICS,
+    ),
+    _Category(
+        "Monitors",
+        ("monitor", "gaming monitor", "ultrawide monitor"),
+        (120, 1400),
+        ("27-inch", "34-inch", "4K", "curved", "144Hz"),
+        ("a matte panel", "an aluminum stand"),
+        ("HDR support", "USB-C power delivery", "a height-adjustable stand", "low blue light"),
+        ("home offices", "gaming", "photo editing"),
+        _ELECTRONICS,
+    ),
+    _Category(
+        "Keyboards",
+        ("mechanical keyboard", "wireless keyboard", "ergonomic keyboard"),
+        (30, 260),
+        ("mechanical", "low-profile", "wireless", "split", "compact"),
+        ("PBT keycaps", "an aluminum frame", "hot-swappable switches"),
+        ("RGB backlighting", "tactile switches", "a detachable cable", "three-device bluetooth"),
+        ("typing", "programming", "gaming"),
+        _ELECTRONICS,
+    ),
+    _Category(
+        "Coffee Makers",
+        ("coffee maker", "espresso machine", "pour-over kettle", "cold brew maker"),
+        (30, 900),
+        ("programmable", "compact", "stainless", "single-serve", "thermal"),
+        ("stainless steel", "borosilicate glass", "BPA-free plastic"),
+        ("a built-in grinder", "a milk frother", "a thermal carafe", "temperature control"),
+        ("busy mornings", "small kitchens", "offices"),
+        _HOME,
+    ),
+    _Category(
+        "Blenders",
+        ("blender", "personal blender", "immersion blender"),
+        (25, 550),
+        ("high-speed", "quiet", "cordless", "compact"),
+        ("a glass jar", "Tritan plastic", "stainless steel blades"),
+        ("variable speed", "a pulse mode", "self-cleaning", "a tamper"),
+        ("smoothies", "soups", "nut butters"),
+        _HOME,
+    ),
+    _Category(
+        "Kitchen Knives",
+        ("chef knife", "knife set", "santoku knife"),
+        (20, 400),
+        ("Japanese", "German", "forged", "razor-sharp"),
+        ("high-carbon steel", "Damascus steel", "ceramic"),
+        ("a full tang", "an ergonomic handle", "a magnetic block", "a blade guard"),
+        ("home cooks", "meal prep", "professional kitchens"),
+        _HOME,
+    ),
+    _Category(
+        "Office Chairs",
+        ("office chair", "ergonomic chair", "gaming chair"),
+        (90, 1300),
+        ("ergonomic", "adjustable", "breathable", "reclining"),
+        ("mesh", "vegan leather", "aluminum base"),
+        ("lumbar support", "4D armrests", "a headrest", "a tilt lock"),
+        ("long workdays", "home offices", "gaming"),
+        _HOME,
+    ),
+    _Category(
+        "Running Shoes",
+        ("running shoes", "trail running shoes", "racing flats"),
+        (50, 260),
+        ("cushioned", "lightweight", "stable", "responsive", "wide-fit"),
+        ("engineered mesh", "knit upper", "recycled materials"),
+        ("a carbon plate", "a rocker sole", "a grippy outsole", "a heel counter"),
+        ("marathon training", "daily runs", "trail races", "the gym"),
+        _SPORT,
+    ),
+    _Category(
+        "Yoga Mats",
+        ("yoga mat", "travel yoga mat", "exercise mat"),
+        (15, 150),
+        ("non-slip", "extra-thick", "eco-friendly", "foldable"),
+        ("natural rubber", "TPE", "cork"),
+        ("alignment lines", "a carrying strap", "a moisture-resistant surface"),
+        ("hot yoga", "pilates", "home workouts"),
+        _SPORT,
+    ),
+    _Category(
+        "Bicycles",
+        ("road bike", "mountain bike", "e-bike", "gravel bike"),
+        (300, 5000),
+        ("lightweight", "full-suspension", "electric", "carbon"),
+        ("a carbon frame", "an aluminum frame", "a steel frame"),
+        ("hydraulic disc brakes", "a 12-speed drivetrain", "tubeless tires", "a dropper post"),
+        ("commuting", "trail riding", "gravel races", "long rides"),
+        _SPORT,
+    ),
+    _Category(
+        "Water Bottles",
+        ("water bottle", "insulated bottle", "filter bottle"),
+        (10, 60),
+        ("insulated", "leakproof", "collapsible", "BPA-free"),
+        ("stainless steel", "Tritan plastic", "silicone"),
+        ("a straw lid", "24-hour cold retention", "a built-in filter", "a carry loop"),
+        ("the gym", "hiking", "the office"),
+        _SPORT,
+    ),
+)
+
+_MODEL_NAMES = (
+    "Ridgeline",
+    "Apex",
+    "Horizon",
+    "Nomad",
+    "Vista",
+    "Pulse",
+    "Echo",
+    "Atlas",
+    "Summit",
+    "Drift",
+    "Orbit",
+    "Cascade",
+    "Terra",
+    "Nova",
+    "Zenith",
+    "Aero",
+    "Vector",
+    "Halo",
+    "Canyon",
+    "Pioneer",
+)
+_SLUG_STRIP = re.compile(r"[^a-z0-9]+")
+
+
+def _slug(text: str) -> str:
+    return _SLUG_STRIP.sub("-", text.lower()).strip("-")
+
+
+def _product(rng: random.Random, index: int) -> Product:
+    category = rng.choice(_CATEGORIES)
+    brand = rng.choice(category.brands)
+    noun = rng.choice(category.nouns)
+    adjective = rng.choice(category.adjectives)
+    material = rng.choice(category.materials)
+    model = f"{rng.choice(_MODEL_NAMES)} {rng.randint(1, 9)}"
+    first, second = rng.sample(category.features, 2)
+    use = rng.choice(category.uses)
+    low, high = category.price_range
+    price = round(int(rng.uniform(low, high)) + 0.99, 2)
+    # "Waterproof Waterproof Jacket" reads as a bug; skip the adjective when the noun already says it.
+    repeats_noun = any(word in noun.lower() for word in adjective.lower().split("-"))
+    shown_adjective = "" if repeats_noun else f"{adjective.capitalize()} "
+    title = f"{brand} {model} {shown_adjective}{noun.title()}"
+    description = (
+        f"{adjective.capitalize()} {noun} made with {material}, with {first} and {second}. "
+        f"Built for {use}; rated {rng.randint(35, 50) / 10:.1f} out of 5 by {rng.randint(3, 4000)} shoppers."
+    )
+    product_id = f"SKU-{index:08d}"
+    # model_construct skips validation: the generator's own vocabulary is known to be valid, and the
+    # benchmark generates a million products.
+    return Product.model_construct(
+        id=product_id,
+        title=title,
+        description=description,
+        category=category.name,
+        brand=brand,
+        price=price,
+        url=f"https://shop.example.com/p/{product_id}/{_slug(title)}",
+        image_url=f"https://images.shop.example.com/{product_id}.jpg",
+    )
+
+
+def generate_catalog(count: int, seed: int = 0) -> Iterator[Product]:
+    """`count` synthetic products; the same (count, seed) always yields the same products."""
+    if count < 0:
+        raise ValueError(f"count: must be 0 or more, got {count}")
+    rng = random.Random(seed)
+    for index in range(count):
+        yield _product(rng, index)
+
+
+_QUERY_TEMPLATES = (
+    "{adjective} {noun}",
+    "{noun}",
+    "{brand} {noun}",
+    "best {noun} for {use}",
+    "can you recommend a {adjective} {noun} with {feature}",
+    "{adjective} {noun} under ${price}",
+    "{noun} made of {material}",
+    "{brand} vs {other_brand} {noun}",
+    "how do I choose a {noun} for {use}",
+    "I need {noun} for {use} with {feature}",
+)
+
+
+def generate_queries(count: int, seed: int = 0) -> list[str]:
+    """Shopper questions in the generator's vocabulary, for benchmarks and demos (deterministic per seed)."""
+    rng = random.Random(seed)
+    queries = []
+    for _ in range(count):
+        category = rng.choice(_CATEGORIES)
+        brand, other_brand = rng.sample(category.brands, 2)
+        low, high = category.price_range
+        queries.append(
+            rng.choice(_QUERY_TEMPLATES).format(
+                adjective=rng.choice(category.adjectives),
+                noun=rng.choice(category.nouns),
+                brand=brand,
+                other_brand=other_brand,
+                use=rng.choice(category.uses),
+                feature=rng.choice(category.features),
+                material=rng.choice(category.materials),
+                price=rng.randrange(low, high + 1, 10) if high - low > 10 else high,
+            )
+        )
+    return queries
+
+
+def category_names() -> tuple[str, ...]:
+    """The categories the generator draws from (for tests and benchmarks that need realistic queries)."""
+    return tuple(category.name for category in _CATEGORIES)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m assistant.catalog", description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, required=True, help="number of products to generate")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (same seed, same catalog)")
+    parser.add_argument("--out", type=Path, required=True, help="JSON Lines file to write")
+    args = parser.parse_args(argv)
+    if args.count < 1:
+        parser.error(f"--count: must be at least 1, got {args.count}")
+    if not args.out.parent.is_dir():
+        parser.error(f"--out: folder {args.out.parent} does not exist")
+    written = write_catalog(generate_catalog(args.count, args.seed), args.out)
+    print(f"wrote {written} products to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

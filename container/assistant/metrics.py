@@ -1,0 +1,271 @@
+"""Per-request metrics as CloudWatch Embedded Metric Format (EMF) log lines, and live request counters.
+
+ALB's TargetResponseTime stops at the first response header, so time to first token must come from the
+container itself: one EMF line per request on stdout, which the awslogs driver ships to CloudWatch Logs,
+where the metrics are extracted without any API call from the host.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+# The variable the AWS EMF client libraries read, so existing task definitions and habits carry over.
+NAMESPACE_ENV = "AWS_EMF_NAMESPACE"
+DEFAULT_NAMESPACE = "LLMServing"
+
+TIME_TO_FIRST_TOKEN = "TimeToFirstToken"
+OUTPUT_TOKENS = "OutputTokens"
+REQUESTS_IN_FLIGHT = "RequestsInFlight"
+QUEUE_DEPTH = "QueueDepth"
+
+# Limits and units from the EMF specification and the CloudWatch PutMetricData API.
+EMF_UNITS = frozenset(
+    str.split(
+        """
+    Seconds Microseconds Milliseconds Bytes Kilobytes Megabytes Gigabytes Terabytes Bits Kilobits Megabits
+    Gigabits Terabits Percent Count Bytes/Second Kilobytes/Second Megabytes/Second Gigabytes/Second
+    Terabytes/Second Bits/Second Kilobits/Second Megabits/Second Gigabits/Second Terabits/Second Count/Second
+    None
+    """
+    )
+)
+MAX_DIMENSIONS_PER_SET = 30
+MAX_METRICS_PER_DIRECTIVE = 100
+MAX_VALUES_PER_METRIC = 100
+MAX_NAME_CHARS = 255
+MAX_DIMENSION_VALUE_CHARS = 1024
+
+
+class EmfError(ValueError):
+    """A record that CloudWatch would reject or silently drop; the message names the offending member."""
+
+
+class MetricValue(NamedTuple):
+    name: str
+    value: float
+    unit: str
+
+
+def namespace_from_env(environ: Mapping[str, str] | None = None) -> str:
+    environ = os.environ if environ is None else environ
+    return environ.get(NAMESPACE_ENV, "").strip() or DEFAULT_NAMESPACE
+
+
+def _check_name(where: str, name: object) -> None:
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS:
+        raise EmfError(
+            f"{where}: must be a non-blank string of 1 to {MAX_NAME_CHARS} characters, got {name!r}"
+        )
+
+
+def _check_dimension_text(where: str, text: str, limit: int) -> None:
+    # CloudWatch dimension names and values: printable ASCII, not blank, names not starting with ':'.
+    if not text.strip() or len(text) > limit or not all(32 <= ord(char) < 127 for char in text):
+        raise EmfError(f"{where}: must be 1 to {limit} printable ASCII characters, not blank, got {text!r}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def validate_emf(record: Mapping[str, Any]) -> None:
+    """Checks a record against the EMF specification; raises EmfError naming the first problem."""
+    aws = record.get("_aws")
+    if not isinstance(aws, Mapping):
+        raise EmfError("_aws: must be an object")
+    timestamp = aws.get("Timestamp")
+    if not isinstance(timestamp, int) or isinstance(timestamp, bool) or timestamp < 0:
+        raise EmfError(f"_aws.Timestamp: must be whole milliseconds since the epoch, got {timestamp!r}")
+    directives = aws.get("CloudWatchMetrics")
+    if not isinstance(directives, list) or not directives:
+        raise EmfError("_aws.CloudWatchMetrics: must be a non-empty array of metric directives")
+    for number, directive in enumerate(directives):
+        where = f"_aws.CloudWatchMetrics[{number}]"
+        if not isinstance(directive, Mapping):
+            raise EmfError(f"{where}: must be an object")
+        namespace = directive.get("Namespace")
+        _check_name(f"{where}.Namespace", namespace)
+        if namespace.startswith(":"):
+            raise EmfError(f"{where}.Namespace: must not start with ':', got {namespace!r}")
+        dimension_sets = directive.get("Dimensions")
+        if not isinstance(dimension_sets, list):
+            raise EmfError(f"{where}.Dimensions: must be an array of dimension sets")
+        for set_number, dimension_set in enumerate(dimension_sets):
+            set_where = f"{where}.Dimensions[{set_number}]"
+            if not isinstance(dimension_set, list) or len(dimension_set) > MAX_DIMENSIONS_PER_SET:
+                raise EmfError(f"{set_where}: must be an array of at most {MAX_DIMENSIONS_PER_SET} names")
+            for key in dimension_set:
+                _check_name(set_where, key)
+                _check_dimension_text(f"{set_where} name {key!r}", key, MAX_NAME_CHARS)
+                if key.startswith(":"):
+                    raise EmfError(f"{set_where}: dimension name must not start with ':', got {key!r}")
+                value = record.get(key)
+                if not isinstance(value, str):
+                    raise EmfError(f"{key}: dimension {key!r} needs a string at the root, got {value!r}")
+                _check_dimension_text(f"{key}", value, MAX_DIMENSION_VALUE_CHARS)
+        definitions = directive.get("Metrics")
+        if not isinstance(definitions, list) or not 1 <= len(definitions) <= MAX_METRICS_PER_DIRECTIVE:
+            raise EmfError(f"{where}.Metrics: must hold 1 to {MAX_METRICS_PER_DIRECTIVE} metric definitions")
+        for metric_number, definition in enumerate(definitions):
+            metric_where = f"{where}.Metrics[{metric_number}]"
+            if not isinstance(definition, Mapping):
+                raise EmfError(f"{metric_where}: must be an object")
+            name = definition.get("Name")
+            _check_name(f"{metric_where}.Name", name)
+            unit = definition.get("Unit", "None")
+            if unit not in EMF_UNITS:
+                raise EmfError(f"{metric_where}.Unit: {unit!r} is not a CloudWatch unit")
+            value = record.get(name)
+            values = value if isinstance(value, list) else [value]
+            if not values or len(values) > MAX_VALUES_PER_METRIC or not all(_is_number(v) for v in values):
+                raise EmfError(
+                    f"{name}: metric {name!r} needs a finite number (or a list of 1 to "
+                    f"{MAX_VALUES_PER_METRIC}) at the root, got {value!r}"
+                )
+
+
+def emf_record(
+    *,
+    namespace: str,
+    dimensions: Mapping[str, str],
+    metrics: Sequence[MetricValue],
+    timestamp_ms: int,
+    properties: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One EMF document: every metric under one dimension set made of all `dimensions` (which may be empty).
+    `properties` are extra searchable members (request id, intent) that do not become metrics."""
+    record: dict[str, Any] = {}
+    for key, value in (properties or {}).items():
+        record[key] = value
+    clashes = set(record) & ({"_aws"} | set(dimensions) | {metric.name for metric in metrics})
+    if clashes:
+        raise EmfError(f"properties: {sorted(clashes)[0]!r} clashes with a dimension, metric or _aws")
+    names = [metric.name for metric in metrics]
+    if len(set(names)) != len(names) or set(names) & set(dimensions):
+        raise EmfError(f"metrics: names must be unique and differ from dimension names, got {names}")
+    record.update(dimensions)
+    record.update({metric.name: metric.value for metric in metrics})
+    record["_aws"] = {
+        "Timestamp": timestamp_ms,
+        "CloudWatchMetrics": [
+            {
+                "Namespace": namespace,
+                "Dimensions": [list(dimensions)],
+                "Metrics": [{"Name": metric.name, "Unit": metric.unit} for metric in metrics],
+            }
+        ],
+    }
+    validate_emf(record)
+    return record
+
+
+def request_metrics_record(
+    *,
+    output_tokens: int,
+    in_flight: int,
+    dimensions: Mapping[str, str],
+    ttft_ms: float | None = None,
+    queue_depth: int | None = None,
+    namespace: str | None = None,
+    timestamp_ms: int | None = None,
+    properties: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The record for one finished request. ttft_ms is None when no token was produced (error, cancel
+    before the first token): a missing datapoint, not a zero that would flatter the percentiles."""
+    metrics = [
+        MetricValue(OUTPUT_TOKENS, output_tokens, "Count"),
+        MetricValue(REQUESTS_IN_FLIGHT, in_flight, "Count"),
+    ]
+    if ttft_ms is not None:
+        metrics.insert(0, MetricValue(TIME_TO_FIRST_TOKEN, round(ttft_ms, 3), "Milliseconds"))
+    if queue_depth is not None:
+        metrics.append(MetricValue(QUEUE_DEPTH, queue_depth, "Count"))
+    return emf_record(
+        namespace=namespace or namespace_from_env(),
+        dimensions=dimensions,
+        metrics=metrics,
+        timestamp_ms=int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
+        properties=properties,
+    )
+
+
+def emf_line(record: Mapping[str, Any]) -> str:
+    """One log line; CloudWatch Logs needs the whole JSON document on a single line."""
+    return json.dumps(record, separators=(",", ":"), allow_nan=False)
+
+
+@dataclass(frozen=True)
+class StatsSnapshot:
+    in_flight: int
+    queue_depth: int
+    started_total: int
+    finished_total: int
+
+
+class RequestStats:
+    """Live counts shared by the request threads of one model instance. Every change happens under one
+    lock, so a snapshot never shows a request counted twice or not at all."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._queued = 0
+        self._started = 0
+        self._finished = 0
+
+    def _snapshot(self) -> StatsSnapshot:
+        return StatsSnapshot(self._in_flight, self._queued, self._started, self._finished)
+
+    def snapshot(self) -> StatsSnapshot:
+        with self._lock:
+            return self._snapshot()
+
+    def enqueue(self) -> StatsSnapshot:
+        """A request was accepted and waits for the engine."""
+        with self._lock:
+            self._queued += 1
+            return self._snapshot()
+
+    def abandon_queued(self) -> StatsSnapshot:
+        """A queued request left before it started (cancelled, rejected)."""
+        with self._lock:
+            if self._queued == 0:
+                raise RuntimeError("RequestStats.abandon_queued: no request is queued")
+            self._queued -= 1
+            return self._snapshot()
+
+    def start(self, *, from_queue: bool = True) -> StatsSnapshot:
+        """A request begins generating; from_queue=False when it was never counted as queued."""
+        with self._lock:
+            if from_queue:
+                if self._queued == 0:
+                    raise RuntimeError("RequestStats.start: no request is queued")
+                self._queued -= 1
+            self._in_flight += 1
+            self._started += 1
+            return self._snapshot()
+
+    def finish(self) -> StatsSnapshot:
+        with self._lock:
+            if self._in_flight == 0:
+                raise RuntimeError("RequestStats.finish: no request is in flight")
+            self._in_flight -= 1
+            self._finished += 1
+            return self._snapshot()
+
+    @contextmanager
+    def tracking(self, *, from_queue: bool = False) -> Iterator[StatsSnapshot]:
+        """start() on entry and finish() on exit, however the block ends (error, cancellation)."""
+        snapshot = self.start(from_queue=from_queue)
+        try:
+            yield snapshot
+        finally:
+            self.finish()

@@ -1,0 +1,227 @@
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from assistant.metrics import (
+    DEFAULT_NAMESPACE,
+    NAMESPACE_ENV,
+    EmfError,
+    MetricValue,
+    RequestStats,
+    emf_line,
+    emf_record,
+    namespace_from_env,
+    request_metrics_record,
+    validate_emf,
+)
+
+DIMENSIONS = {"Model": "assistant", "InstanceType": "trn1.32xlarge"}
+
+
+def _record(**changes: Any) -> dict[str, Any]:
+    arguments: dict[str, Any] = {
+        "ttft_ms": 123.4567,
+        "output_tokens": 42,
+        "in_flight": 7,
+        "queue_depth": 2,
+        "dimensions": DIMENSIONS,
+        "namespace": "Test",
+        "timestamp_ms": 1_700_000_000_000,
+    }
+    return request_metrics_record(**{**arguments, **changes})
+
+
+def test_request_record_follows_the_emf_layout() -> None:
+    record = _record(properties={"RequestId": "r-1", "Intent": "comparison"})
+    assert record == {
+        "RequestId": "r-1",
+        "Intent": "comparison",
+        "Model": "assistant",
+        "InstanceType": "trn1.32xlarge",
+        "TimeToFirstToken": 123.457,
+        "OutputTokens": 42,
+        "RequestsInFlight": 7,
+        "QueueDepth": 2,
+        "_aws": {
+            "Timestamp": 1_700_000_000_000,
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": "Test",
+                    "Dimensions": [["Model", "InstanceType"]],
+                    "Metrics": [
+                        {"Name": "TimeToFirstToken", "Unit": "Milliseconds"},
+                        {"Name": "OutputTokens", "Unit": "Count"},
+                        {"Name": "RequestsInFlight", "Unit": "Count"},
+                        {"Name": "QueueDepth", "Unit": "Count"},
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def test_no_first_token_means_no_ttft_datapoint() -> None:
+    record = _record(ttft_ms=None)
+    names = [metric["Name"] for metric in record["_aws"]["CloudWatchMetrics"][0]["Metrics"]]
+    assert "TimeToFirstToken" not in names
+    assert "TimeToFirstToken" not in record
+
+
+def test_namespace_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(NAMESPACE_ENV, raising=False)
+    assert (
+        _record(namespace=None)["_aws"]["CloudWatchMetrics"][0]["Namespace"]
+        == DEFAULT_NAMESPACE
+        == "LLMServing"
+    )
+    monkeypatch.setenv(NAMESPACE_ENV, "ShopAssistant/Prod")
+    assert _record(namespace=None)["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "ShopAssistant/Prod"
+    assert namespace_from_env({NAMESPACE_ENV: "  "}) == DEFAULT_NAMESPACE
+
+
+def test_timestamp_defaults_to_now_in_milliseconds() -> None:
+    import time
+
+    before = int(time.time() * 1000)
+    stamp = _record(timestamp_ms=None)["_aws"]["Timestamp"]
+    assert before <= stamp <= int(time.time() * 1000)
+
+
+def test_line_is_one_compact_json_document() -> None:
+    record = _record()
+    line = emf_line(record)
+    assert "\n" not in line
+    assert " " not in line
+    assert json.loads(line) == record
+
+
+@pytest.mark.parametrize(
+    ("mutate", "fragment"),
+    [
+        (lambda r: r.pop("_aws"), "_aws: must be an object"),
+        (lambda r: r["_aws"].update(Timestamp="now"), "_aws.Timestamp: must be whole milliseconds"),
+        (
+            lambda r: r["_aws"].update(CloudWatchMetrics=[]),
+            "_aws.CloudWatchMetrics: must be a non-empty array",
+        ),
+        (lambda r: r["_aws"]["CloudWatchMetrics"][0].update(Namespace=" "), "Namespace: must be a non-blank"),
+        (
+            lambda r: r["_aws"]["CloudWatchMetrics"][0].update(Namespace=":x"),
+            "Namespace: must not start with ':'",
+        ),
+        (
+            lambda r: r["_aws"]["CloudWatchMetrics"][0]["Metrics"][0].update(Unit="ms"),
+            "'ms' is not a CloudWatch unit",
+        ),
+        (lambda r: r.update(OutputTokens="42"), "OutputTokens: metric 'OutputTokens' needs a finite number"),
+        (lambda r: r.update(OutputTokens=float("nan")), "needs a finite number"),
+        (lambda r: r.update(OutputTokens=True), "needs a finite number"),
+        (lambda r: r.update(OutputTokens=list(range(101))), "needs a finite number"),
+        (lambda r: r.update(Model=3), "Model: dimension 'Model' needs a string at the root, got 3"),
+        (lambda r: r.update(Model="é"), "Model: must be 1 to 1024 printable ASCII characters"),
+        (lambda r: r.update(Model="x" * 1025), "Model: must be 1 to 1024 printable ASCII characters"),
+        (
+            lambda r: r["_aws"]["CloudWatchMetrics"][0].update(Dimensions=[[f"D{i}" for i in range(31)]]),
+            "must be an array of at most 30 names",
+        ),
+        (
+            lambda r: r["_aws"]["CloudWatchMetrics"][0].update(
+                Metrics=[{"Name": "M", "Unit": "Count"}] * 101
+            ),
+            "Metrics: must hold 1 to 100 metric definitions",
+        ),
+    ],
+)
+def test_validation_catches_what_cloudwatch_would_drop(mutate: Any, fragment: str) -> None:
+    record = _record()
+    mutate(record)
+    with pytest.raises(EmfError) as caught:
+        validate_emf(record)
+    assert fragment in str(caught.value)
+
+
+def test_a_list_of_values_is_valid_emf() -> None:
+    record = _record()
+    record["OutputTokens"] = [1, 2, 3]
+    validate_emf(record)
+
+
+def test_empty_dimensions_publish_a_dimensionless_metric() -> None:
+    record = emf_record(namespace="N", dimensions={}, metrics=[MetricValue("X", 1, "Count")], timestamp_ms=0)
+    assert record["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [[]]
+
+
+@pytest.mark.parametrize(
+    ("metrics", "properties", "fragment"),
+    [
+        ([MetricValue("X", 1, "Count")] * 2, None, "names must be unique"),
+        ([MetricValue("Model", 1, "Count")], None, "differ from dimension names"),
+        ([MetricValue("X", 1, "Count")], {"X": "oops"}, "properties: 'X' clashes"),
+        ([MetricValue("X", 1, "Count")], {"_aws": {}}, "properties: '_aws' clashes"),
+    ],
+)
+def test_builder_refuses_ambiguous_members(metrics: list, properties: dict | None, fragment: str) -> None:
+    with pytest.raises(EmfError, match=fragment):
+        emf_record(
+            namespace="N", dimensions=DIMENSIONS, metrics=metrics, timestamp_ms=0, properties=properties
+        )
+
+
+def test_stats_follow_a_request_through_queue_and_engine() -> None:
+    stats = RequestStats()
+    assert stats.enqueue().queue_depth == 1
+    started = stats.start()
+    assert (started.queue_depth, started.in_flight) == (0, 1)
+    finished = stats.finish()
+    assert (finished.in_flight, finished.started_total, finished.finished_total) == (0, 1, 1)
+
+
+def test_stats_refuse_impossible_transitions() -> None:
+    stats = RequestStats()
+    with pytest.raises(RuntimeError, match="no request is in flight"):
+        stats.finish()
+    with pytest.raises(RuntimeError, match="no request is queued"):
+        stats.start()
+    with pytest.raises(RuntimeError, match="no request is queued"):
+        stats.abandon_queued()
+    stats.enqueue()
+    assert stats.abandon_queued().queue_depth == 0
+
+
+def test_tracking_finishes_even_when_the_request_fails() -> None:
+    stats = RequestStats()
+    with pytest.raises(ValueError), stats.tracking() as snapshot:
+        assert snapshot.in_flight == 1
+        raise ValueError("engine error")
+    assert stats.snapshot().in_flight == 0
+    assert stats.snapshot().finished_total == 1
+
+
+def test_stats_stay_exact_under_many_threads() -> None:
+    stats = RequestStats()
+    threads, rounds = 8, 2_000
+    peak = []
+    barrier = threading.Barrier(threads)
+
+    def worker() -> None:
+        barrier.wait()
+        local_peak = 0
+        for _ in range(rounds):
+            stats.enqueue()
+            local_peak = max(local_peak, stats.start().in_flight)
+            stats.finish()
+        peak.append(local_peak)
+
+    workers = [threading.Thread(target=worker) for _ in range(threads)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    final = stats.snapshot()
+    assert (final.in_flight, final.queue_depth) == (0, 0)
+    assert final.started_total == final.finished_total == threads * rounds
+    assert 1 <= max(peak) <= threads

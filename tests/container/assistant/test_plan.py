@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from assistant.plan import MAX_SEARCH_TERMS, MAX_TOP_K, TOP_K_BY_INTENT, Intent, QueryPlan, plan_query
+
+P, C, G, OFF = Intent.PRODUCT_SEARCH, Intent.COMPARISON, Intent.GENERAL_QUESTION, Intent.OFF_TOPIC
+
+
+@pytest.mark.parametrize(
+    ("text", "intent"),
+    [
+        ("waterproof hiking boots", P),
+        ("can you recommend a good espresso machine", P),
+        ("cheap bluetooth speaker for the beach", P),
+        ("best laptop for python programming", P),
+        ("I need a rain jacket for the weather in Seattle", P),
+        ("weather-sealed mirrorless camera", P),
+        ("is this tent in stock", P),
+        ("Sony WH-1000XM5 vs Bose QC45", C),
+        ("compare the Northpeak tent and the Trailcraft tent", C),
+        ("what's the difference between down and synthetic sleeping bags", C),
+        ("which is better, mirrorless or action camera", C),
+        ("boots or trail runners for hiking?", C),
+        ("How do I choose a tent?", G),
+        ("why do running shoes wear out", G),
+        ("tips for washing a down jacket", G),
+        ("who will win the election", OFF),
+        ("write a python function to reverse a list", OFF),
+        ("what's the weather in Seattle tomorrow", OFF),
+        ("tell me a joke", OFF),
+        ("what is the capital of France", OFF),
+        ("what is the stock price of ACME", OFF),
+    ],
+)
+def test_intent_table(text: str, intent: Intent) -> None:
+    assert plan_query(text).intent is intent
+
+
+def test_top_k_follows_intent_comparison_fetches_most() -> None:
+    search, compare, advice = (
+        plan_query(text) for text in ("tent", "tent vs hammock", "how to pitch a tent")
+    )
+    assert (search.top_k, compare.top_k, advice.top_k) == (5, 8, 3)
+    assert compare.top_k > search.top_k > advice.top_k > 0
+
+
+def test_off_topic_retrieves_nothing() -> None:
+    assert plan_query("who won the football game") == QueryPlan(OFF, retrieve=False, search_query="", top_k=0)
+
+
+@pytest.mark.parametrize(
+    ("text", "search_query"),
+    [
+        ("Can you please recommend a good waterproof hiking boot?", "waterproof hiking boot"),
+        (
+            "I'm looking for some noise cancelling headphones for my flights",
+            "noise cancelling headphones flights",
+        ),
+        ("Sony WH-1000XM5 vs Bose QC45", "sony wh 1000xm5 bose qc45"),
+        ("tent tent TENT", "tent"),
+    ],
+)
+def test_search_query_keeps_the_content_words(text: str, search_query: str) -> None:
+    assert plan_query(text).search_query == search_query
+
+
+@pytest.mark.parametrize(
+    ("text", "max_price", "search_query"),
+    [
+        ("laptop under $800", 800.0, "laptop"),
+        ("headphones under 100", 100.0, "headphones"),
+        ("gaming laptop under 1.5k", 1500.0, "gaming laptop"),
+        ("espresso machine below 250 dollars", 250.0, "espresso machine"),
+        ("tent under 4 pounds", None, "tent 4 pounds"),
+        ("bike under 20 lbs", None, "bike 20 lbs"),
+        ("waterproof hiking boots", None, "waterproof hiking boots"),
+    ],
+)
+def test_price_caps_are_read_but_weights_are_not(
+    text: str, max_price: float | None, search_query: str
+) -> None:
+    plan = plan_query(text)
+    assert plan.max_price == max_price
+    assert plan.search_query == search_query
+
+
+@pytest.mark.parametrize("text", ["hello", "thanks!", "", "   ", "?!"])
+def test_greetings_and_empty_text_retrieve_nothing(text: str) -> None:
+    plan = plan_query(text)
+    assert plan.intent is G
+    assert (plan.retrieve, plan.top_k, plan.search_query) == (False, 0, "")
+
+
+def test_search_terms_are_capped() -> None:
+    text = " ".join(f"word{number}" for number in range(100))
+    assert len(plan_query(text).search_query.split()) == MAX_SEARCH_TERMS
+
+
+@given(st.text(max_size=400))
+def test_any_text_gives_a_consistent_plan(text: str) -> None:
+    plan = plan_query(text)
+    assert plan.intent in Intent
+    assert 0 <= plan.top_k <= MAX_TOP_K
+    assert plan.retrieve == (plan.top_k > 0) == bool(plan.search_query)
+    if plan.intent is OFF:
+        assert not plan.retrieve
+    if plan.retrieve:
+        assert plan.top_k == TOP_K_BY_INTENT[plan.intent]
+    assert len(plan.search_query.split()) <= MAX_SEARCH_TERMS
+    words = set(re.findall(r"[^\W_]+", text.lower()))
+    assert set(plan.search_query.split()) <= words
+
+
+@given(
+    st.lists(st.sampled_from(["tent", "boots", "vs", "how", "python", "under", "$50", "the", "or", "laptop"]))
+)
+def test_vocabulary_mixes_never_break_the_invariants(words: list[str]) -> None:
+    plan = plan_query(" ".join(words))
+    assert plan.retrieve == (plan.top_k > 0)
+    assert plan.max_price is None or plan.max_price >= 0
