@@ -13,10 +13,12 @@ export CDK_DISABLE_CLI_TELEMETRY := 1
 export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# jsii warns on every start that Node 20 is past its end of life; it still runs aws-cdk-lib correctly.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 CDK := npx --no-install cdk --no-notices
 
 .PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy \
-        serve ask image bench clean
+        serve ask image bench bench-serving clean
 
 help:
 	@echo "make synth [CONFIG=file]   synthesize every stack of a config into cdk.out/ (offline)"
@@ -53,6 +55,7 @@ test-infra: venv node
 lint: venv synth
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/cfn-lint cdk.out/*.template.json
+	$(VENV)/bin/hadolint container/Dockerfile
 
 deploy: validate node
 	$(CDK) deploy --all -c config=$(CONFIG)
@@ -60,9 +63,11 @@ deploy: validate node
 diff: validate node
 	$(CDK) diff --all -c config=$(CONFIG)
 
+# Capacity providers with managed termination protection keep their hosts protected from scale-in, which
+# stalls stack deletion: scale the services and groups to zero and wait for the hosts to go first.
 destroy: validate node
-	$(VENV)/bin/python -m stacks.release_capacity_protection $(CONFIG)
-	$(CDK) destroy --all -c config=$(CONFIG)
+	$(VENV)/bin/python -m ops.release_capacity $(CONFIG) $(if $(YES),--yes)
+	$(CDK) destroy --all --force -c config=$(CONFIG)
 
 bench: venv node
 	$(VENV)/bin/python bench/synth_time.py
@@ -81,7 +86,7 @@ $(SERVE_VENV)/.installed: $(SERVE_REQS)
 	test -x $(SERVE_VENV)/bin/python || $(PYTHON) -m venv $(SERVE_VENV)
 	$(SERVE_VENV)/bin/pip install -q -r container/requirements/serve.txt
 	$(SERVE_VENV)/bin/pip install -q --no-deps -r container/requirements/triton.txt
-	$(SERVE_VENV)/bin/pip install -q -r container/requirements/numpy.txt 2>&1 | grep -v "dependency conflicts\|opencv-python-headless\|resolver does not" || true
+	$(SERVE_VENV)/bin/pip install -q --no-deps --no-warn-conflicts -r container/requirements/numpy.txt
 	$(SERVE_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
 	$(SERVE_VENV)/bin/python -c "import numpy, sys; sys.exit(numpy.__version__ != '1.26.4')"
 	touch $@

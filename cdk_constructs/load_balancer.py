@@ -1,0 +1,256 @@
+"""The region's one ALB: HTTPS in, least-outstanding-requests target groups shared by every fleet.
+
+Two target groups because ALB speaks one protocol version per group: gRPC (HTTP/2, Triton's
+ModelStreamInfer stream) and HTTP/1.1 (generate_stream). One HTTPS listener routes by content-type:
+gRPC requests always carry `application/grpc[+proto|+json]`, everything else is HTTP.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_certificatemanager as acm
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_route53 as route53
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from cdk_constructs.nag import acknowledge
+
+# Triton's gRPC readiness RPC. ALB gRPC health checks send an empty request and look only at the status
+# code, so the per-model RPC (which needs a model name) cannot be used. Triton opens its endpoints only
+# after its startup models have loaded (the entrypoint loads `assistant` at start and exits on error), so an
+# answer at all means the model is up; the HTTP group checks the model's own readiness as well.
+GRPC_READY_PATH = "/inference.GRPCInferenceService/ServerReady"
+GRPC_CONTENT_TYPES = ("application/grpc", "application/grpc+*")
+
+
+@dataclass(frozen=True)
+class CertificateFromArn:
+    arn: str
+
+
+@dataclass(frozen=True)
+class CertificateFromDns:
+    """A certificate created in the stack and validated through records in this hosted zone."""
+
+    domain_name: str
+    hosted_zone_id: str
+    hosted_zone_name: str
+
+
+@dataclass(frozen=True)
+class HealthCheckTiming:
+    interval_seconds: int
+    timeout_seconds: int
+    healthy_threshold: int
+    unhealthy_threshold: int
+
+
+def alb_health_check_timing(cold_start_budget_seconds: int) -> HealthCheckTiming:
+    """ALB health thresholds sized from the cold-start budget.
+
+    During the cold start ECS ignores ALB health (the service's grace period covers the budget) and the
+    ALB sends a target no traffic until it first passes, so the thresholds serve the steady state: admit a
+    ready host within two checks, and take a failing one out only after it has failed for a tenth of a
+    cold start (a replacement costs a whole cold start, so a brief stall must not trigger one), within the
+    ALB's limits (interval 5-300 s, thresholds 2-10).
+    """
+    unhealthy_threshold = 5
+    interval = math.ceil(cold_start_budget_seconds / 10 / unhealthy_threshold)
+    interval = max(10, min(60, interval))
+    return HealthCheckTiming(
+        interval_seconds=interval,
+        timeout_seconds=min(10, interval - 1),
+        healthy_threshold=2,
+        unhealthy_threshold=unhealthy_threshold,
+    )
+
+
+@dataclass(frozen=True)
+class LoadBalancerProps:
+    certificate: CertificateFromArn | CertificateFromDns
+    http_port: int
+    grpc_port: int
+    ready_path: str  # Triton's per-model readiness: /v2/models/<name>/ready
+    cold_start_budget_seconds: int
+    # Both at least the longest stream the config allows: a stream is one request, and the prefill before
+    # its first byte is silence on the connection.
+    idle_timeout_seconds: int
+    deregistration_delay_seconds: int
+    access_log_days: int = 90
+
+
+class ServingLoadBalancer(Construct):
+    """ALB, HTTPS listener, the shared target groups, the access-log bucket and the balancer's alarms."""
+
+    def __init__(self, scope: Construct, id: str, *, props: LoadBalancerProps, vpc: ec2.IVpc) -> None:
+        super().__init__(scope, id)
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description="Serving ALB: HTTPS from clients",
+            allow_all_outbound=False,
+        )
+        self.security_group.add_ingress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS from clients")
+        acknowledge(
+            self.security_group,
+            "AwsSolutions-EC23",
+            "The assistant's public endpoint: HTTPS from anywhere is its purpose (WAF can front it).",
+        )
+        self.alb = elbv2.ApplicationLoadBalancer(
+            self,
+            "Alb",
+            vpc=vpc,
+            internet_facing=True,
+            security_group=self.security_group,
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC),
+            idle_timeout=Duration.seconds(props.idle_timeout_seconds),
+            http2_enabled=True,
+            drop_invalid_header_fields=True,
+        )
+        self.access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,  # the only encryption ALB log delivery supports
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(props.access_log_days))],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        acknowledge(
+            self.access_logs,
+            "AwsSolutions-S1",
+            "This bucket holds the ALB's access logs; logging access to it would need another log "
+            "bucket without end.",
+        )
+        self.alb.log_access_logs(self.access_logs, "alb")
+
+        timing = alb_health_check_timing(props.cold_start_budget_seconds)
+        self.http_targets = self._target_group(
+            "HttpTargets",
+            vpc,
+            props,
+            props.http_port,
+            elbv2.ApplicationProtocolVersion.HTTP1,
+            elbv2.HealthCheck(path=props.ready_path, healthy_http_codes="200", **self._timing(timing)),
+        )
+        self.grpc_targets = self._target_group(
+            "GrpcTargets",
+            vpc,
+            props,
+            props.grpc_port,
+            elbv2.ApplicationProtocolVersion.GRPC,
+            elbv2.HealthCheck(path=GRPC_READY_PATH, healthy_grpc_codes="0", **self._timing(timing)),
+        )
+
+        self.listener = self.alb.add_listener(
+            "Https",
+            port=443,
+            protocol=elbv2.ApplicationProtocol.HTTPS,
+            ssl_policy=elbv2.SslPolicy.RECOMMENDED_TLS,
+            certificates=[
+                elbv2.ListenerCertificate.from_certificate_manager(self._certificate(props.certificate))
+            ],
+            default_action=elbv2.ListenerAction.forward([self.http_targets]),
+            open=False,
+        )
+        self.listener.add_action(
+            "GrpcByContentType",
+            priority=10,
+            conditions=[elbv2.ListenerCondition.http_header("content-type", list(GRPC_CONTENT_TYPES))],
+            action=elbv2.ListenerAction.forward([self.grpc_targets]),
+        )
+        self.alarms = self._alarms()
+
+    @staticmethod
+    def _timing(timing: HealthCheckTiming) -> dict[str, object]:
+        return {
+            "port": "traffic-port",
+            "interval": Duration.seconds(timing.interval_seconds),
+            "timeout": Duration.seconds(timing.timeout_seconds),
+            "healthy_threshold_count": timing.healthy_threshold,
+            "unhealthy_threshold_count": timing.unhealthy_threshold,
+        }
+
+    def _target_group(
+        self,
+        id: str,
+        vpc: ec2.IVpc,
+        props: LoadBalancerProps,
+        port: int,
+        version: elbv2.ApplicationProtocolVersion,
+        health_check: elbv2.HealthCheck,
+    ) -> elbv2.ApplicationTargetGroup:
+        # No slow start: ALB refuses it together with least outstanding requests, and a host that passed
+        # the readiness check is fully warm (weights and compiled graphs loaded).
+        return elbv2.ApplicationTargetGroup(
+            self,
+            id,
+            vpc=vpc,
+            port=port,
+            protocol=elbv2.ApplicationProtocol.HTTP,
+            protocol_version=version,
+            target_type=elbv2.TargetType.IP,
+            load_balancing_algorithm_type=elbv2.TargetGroupLoadBalancingAlgorithmType.LEAST_OUTSTANDING_REQUESTS,
+            deregistration_delay=Duration.seconds(props.deregistration_delay_seconds),
+            health_check=health_check,
+        )
+
+    def _certificate(self, source: CertificateFromArn | CertificateFromDns) -> acm.ICertificate:
+        if isinstance(source, CertificateFromArn):
+            return acm.Certificate.from_certificate_arn(self, "Certificate", source.arn)
+        zone = route53.HostedZone.from_hosted_zone_attributes(
+            self, "Zone", hosted_zone_id=source.hosted_zone_id, zone_name=source.hosted_zone_name
+        )
+        return acm.Certificate(
+            self,
+            "Certificate",
+            domain_name=source.domain_name,
+            validation=acm.CertificateValidation.from_dns(zone),
+        )
+
+    def _alarms(self) -> list[cloudwatch.Alarm]:
+        alarms = []
+        for name, group in (("Http", self.http_targets), ("Grpc", self.grpc_targets)):
+            alarms.append(
+                cloudwatch.Alarm(
+                    self,
+                    f"{name}NoHealthyTargets",
+                    alarm_description=f"No healthy {name} target behind the region's ALB",
+                    metric=group.metrics.healthy_host_count(statistic="Minimum", period=Duration.minutes(1)),
+                    threshold=1,
+                    comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                    evaluation_periods=3,
+                    treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+                )
+            )
+        alarms.append(
+            cloudwatch.Alarm(
+                self,
+                "Elb5xxRate",
+                alarm_description="More than 5% of requests fail at the ALB (no target, timeouts, resets)",
+                metric=cloudwatch.MathExpression(
+                    expression="IF(requests > 0, 100 * FILL(errors, 0) / requests, 0)",
+                    using_metrics={
+                        "errors": self.alb.metrics.http_code_elb(
+                            elbv2.HttpCodeElb.ELB_5XX_COUNT, period=Duration.minutes(1)
+                        ),
+                        "requests": self.alb.metrics.request_count(period=Duration.minutes(1)),
+                    },
+                    period=Duration.minutes(1),
+                ),
+                threshold=5,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=5,
+                datapoints_to_alarm=3,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+        )
+        return alarms

@@ -1,0 +1,189 @@
+"""What an operator and the traffic orchestrator watch in one region: a dashboard, the latency alarm,
+and one "region degraded" composite alarm over every construct's alarms."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aws_cdk import Aws, Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from constructs import Construct
+
+
+@dataclass(frozen=True)
+class ObservabilityProps:
+    # Deterministic names: the routing stack and the orchestrator find them from config, not by reference.
+    dashboard_name: str
+    degraded_alarm_name: str
+    metrics_namespace: str
+    # The container's EMF dimension set is {"Model": <Triton model name>}: one series per region.
+    model_name: str
+    ttft_p99_threshold_ms: int
+    alarm_email: str | None = None
+
+
+@dataclass(frozen=True)
+class FleetView:
+    """What the dashboard shows of one fleet."""
+
+    instance_type: str
+    running_tasks: cloudwatch.IMetric
+    hosts_in_service: cloudwatch.IMetric
+
+
+def model_metric(namespace: str, model_name: str, name: str, statistic: str) -> cloudwatch.Metric:
+    """A metric the container publishes as EMF log lines (dimension Model)."""
+    return cloudwatch.Metric(
+        namespace=namespace,
+        metric_name=name,
+        dimensions_map={"Model": model_name},
+        statistic=statistic,
+        period=Duration.minutes(1),
+    )
+
+
+def ttft_metric(namespace: str, model_name: str, statistic: str) -> cloudwatch.Metric:
+    """Time to first token as the container measures it (milliseconds). The ALB's TargetResponseTime ends
+    at the first header, before any token, so it cannot stand in."""
+    return cloudwatch.Metric(
+        namespace=namespace,
+        metric_name="TimeToFirstToken",
+        dimensions_map={"Model": model_name},
+        statistic=statistic,
+        period=Duration.minutes(1),
+        unit=cloudwatch.Unit.MILLISECONDS,
+    )
+
+
+class ServingObservability(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        props: ObservabilityProps,
+        key: kms.Key,
+        load_balancer: elbv2.ApplicationLoadBalancer,
+        target_groups: Sequence[elbv2.ApplicationTargetGroup],
+        fleets: Sequence[FleetView],
+        alarms: Sequence[cloudwatch.IAlarm],
+    ) -> None:
+        super().__init__(scope, id)
+        # CloudWatch publishes to the encrypted topic with the key, so the key must let it (only for
+        # this account's alarms); without this, alarm notifications are dropped silently.
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+            )
+        )
+        self.topic = sns.Topic(self, "AlarmTopic", master_key=key, enforce_ssl=True)
+        if props.alarm_email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(props.alarm_email))
+
+        self.ttft_alarm = cloudwatch.Alarm(
+            self,
+            "TtftP99",
+            alarm_description=f"p99 time to first token above {props.ttft_p99_threshold_ms} ms for 5 of the "
+            "last 10 minutes",
+            metric=ttft_metric(props.metrics_namespace, props.model_name, "p99"),
+            threshold=props.ttft_p99_threshold_ms,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=10,
+            datapoints_to_alarm=5,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        every_alarm = [*alarms, self.ttft_alarm]
+        self.degraded_alarm = cloudwatch.CompositeAlarm(
+            self,
+            "RegionDegraded",
+            composite_alarm_name=props.degraded_alarm_name,
+            alarm_description="Any serving alarm of this region: the orchestrator moves traffic away from it",
+            alarm_rule=cloudwatch.AlarmRule.any_of(*every_alarm),
+        )
+        self.degraded_alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
+        self.degraded_alarm.add_ok_action(cloudwatch_actions.SnsAction(self.topic))
+
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=props.dashboard_name)
+        self.dashboard.add_widgets(
+            cloudwatch.AlarmStatusWidget(
+                title="Region health", alarms=[self.degraded_alarm, *every_alarm], width=24
+            )
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Time to first token (ms)",
+                left=[
+                    ttft_metric(props.metrics_namespace, props.model_name, statistic).with_(label=statistic)
+                    for statistic in ("p50", "p99")
+                ],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(value=props.ttft_p99_threshold_ms, label="p99 target")
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Output tokens per minute",
+                left=[model_metric(props.metrics_namespace, props.model_name, "OutputTokens", "Sum")],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Requests in flight and queued (average per host)",
+                left=[
+                    model_metric(props.metrics_namespace, props.model_name, name, "Average").with_(label=name)
+                    for name in ("RequestsInFlight", "QueueDepth")
+                ],
+                width=8,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Per fleet: running serving tasks (left), hosts in service (right)",
+                left=[fleet.running_tasks.with_(label=f"{fleet.instance_type} tasks") for fleet in fleets],
+                right=[
+                    fleet.hosts_in_service.with_(label=f"{fleet.instance_type} hosts") for fleet in fleets
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="ALB: requests, 5xx and active connections",
+                left=[
+                    load_balancer.metrics.request_count(period=Duration.minutes(1)),
+                    load_balancer.metrics.http_code_elb(
+                        elbv2.HttpCodeElb.ELB_5XX_COUNT, period=Duration.minutes(1)
+                    ),
+                    load_balancer.metrics.http_code_target(
+                        elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=Duration.minutes(1)
+                    ),
+                ],
+                right=[load_balancer.metrics.active_connection_count(period=Duration.minutes(1))],
+                width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Healthy targets per target group (least outstanding requests)",
+                left=[
+                    group.metrics.healthy_host_count(period=Duration.minutes(1), label=group.node.id)
+                    for group in target_groups
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Requests per target",
+                left=[
+                    group.metrics.request_count_per_target(period=Duration.minutes(1), label=group.node.id)
+                    for group in target_groups
+                ],
+                width=12,
+            ),
+        )

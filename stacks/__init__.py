@@ -1,0 +1,1 @@
+"""Stacks: build constructs' props from the validated Settings and compose the constructs."""

@@ -1,0 +1,138 @@
+"""Settings -> the typed props each construct takes. Pure functions, so every derived value (timeouts,
+names, environment) is decided once and testable without synthesizing anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cdk_constructs.load_balancer import CertificateFromArn, CertificateFromDns, LoadBalancerProps
+from cdk_constructs.log_encryption import LogProps
+from cdk_constructs.model_store import ModelStoreProps
+from cdk_constructs.network import NetworkProps
+from cdk_constructs.neuron_fleet import FleetProps, ImageSource, ServingPorts
+from cdk_constructs.observability import ObservabilityProps
+from settings.schema import FleetConfig, Settings
+
+# The serving image's build context, found from this file so synth works from any working directory.
+CONTAINER_DIRECTORY = Path(__file__).resolve().parents[1] / "container"
+# Kept out of the image build context: caches and local-only state that would only change the asset hash.
+CONTAINER_ASSET_EXCLUDE = (
+    "**/__pycache__",
+    "**/*.pyc",
+    "**/.pytest_cache",
+    "**/.ruff_cache",
+    "**/*.egg-info",
+)
+# The container's default generation length when a request names none (it must not exceed the limit).
+DEFAULT_MAX_TOKENS = 256
+# Share of the engine's batch slots in use at which the service adds a host.
+TARGET_BATCH_UTILIZATION = 0.75
+
+
+def stack_name(settings: Settings, region: str) -> str:
+    return f"{settings.project}-{region}"
+
+
+def ready_path(settings: Settings) -> str:
+    return f"/v2/models/{settings.model.name}/ready"
+
+
+def log_props(settings: Settings) -> LogProps:
+    return LogProps(retention_days=settings.container.log_retention_days)
+
+
+def network_props(settings: Settings, region: str) -> NetworkProps:
+    zones = len(settings.availability_zones(region))
+    return NetworkProps(cidr=settings.regions[region].vpc_cidr, zones=zones, nat_gateways=zones)
+
+
+def model_store_props(settings: Settings) -> ModelStoreProps:
+    return ModelStoreProps(bucket=settings.model.artifacts_bucket, prefix=settings.model.artifacts_prefix)
+
+
+def load_balancer_props(settings: Settings, region: str) -> LoadBalancerProps:
+    arn = settings.regions[region].certificate_arn
+    certificate: CertificateFromArn | CertificateFromDns = (
+        CertificateFromArn(arn)
+        if arn
+        else CertificateFromDns(
+            settings.tls.domain_name, settings.tls.hosted_zone_id, settings.tls.hosted_zone_name
+        )
+    )
+    longest = settings.longest_stream_seconds
+    return LoadBalancerProps(
+        certificate=certificate,
+        http_port=settings.serving.http_port,
+        grpc_port=settings.serving.grpc_port,
+        ready_path=ready_path(settings),
+        cold_start_budget_seconds=settings.serving.cold_start_budget_seconds,
+        idle_timeout_seconds=longest,
+        deregistration_delay_seconds=longest,
+    )
+
+
+def image_source(settings: Settings, fleet: FleetConfig) -> ImageSource:
+    uri = settings.container.image_uri(fleet.instance.family)
+    if uri:
+        return ImageSource(image_uri=uri)
+    return ImageSource(asset_directory=str(CONTAINER_DIRECTORY), asset_exclude=CONTAINER_ASSET_EXCLUDE)
+
+
+def engine_environment(settings: Settings) -> tuple[tuple[str, str], ...]:
+    """What the container's entrypoint reads (container/entrypoint/start.py). Weights and compiled
+    artifacts sit under the one configured S3 prefix the task role may read: `weights/` and `compiled/`
+    (the entrypoint appends the compiled-artifact key). ENGINE_* override model.json engine arguments."""
+    model = settings.model
+    root = model.artifacts_s3_uri.rstrip("/")
+    return (
+        ("MODEL_S3_URI", f"{root}/weights/"),
+        ("COMPILED_ARTIFACTS_S3_URI", f"{root}/compiled/"),
+        # Part of the compiled-artifact key: the configured weights location names the model.
+        ("MODEL_ID", root),
+        ("ALLOW_COMPILE", "true" if model.allow_compile_on_start else "false"),
+        ("ENGINE_MAX_MODEL_LEN", str(model.max_model_len)),
+        ("ENGINE_MAX_NUM_SEQS", str(model.max_num_seqs)),
+        ("ENGINE_DTYPE", model.dtype),
+        # The container refuses longer generations, which is what bounds the longest stream.
+        ("ASSISTANT_MAX_TOKENS_LIMIT", str(model.max_output_tokens)),
+        ("ASSISTANT_DEFAULT_MAX_TOKENS", str(min(DEFAULT_MAX_TOKENS, model.max_output_tokens))),
+        ("HTTP_PORT", str(settings.serving.http_port)),
+        ("GRPC_PORT", str(settings.serving.grpc_port)),
+        ("METRICS_PORT", str(settings.serving.metrics_port)),
+    )
+
+
+def fleet_props(settings: Settings, fleet: FleetConfig) -> FleetProps:
+    serving = settings.serving
+    return FleetProps(
+        instance=fleet.instance,
+        tensor_parallel=fleet.tensor_parallel,
+        min_hosts=fleet.min,
+        max_hosts=fleet.max,
+        data_volume_gib=fleet.data_volume_gib,
+        image=image_source(settings, fleet),
+        ports=ServingPorts(http=serving.http_port, grpc=serving.grpc_port, metrics=serving.metrics_port),
+        shared_memory_mib=serving.shared_memory_mib,
+        cold_start_budget_seconds=serving.cold_start_budget_seconds,
+        health_check_grace_seconds=serving.health_check_grace_seconds,
+        environment=engine_environment(settings),
+        target_requests_in_flight=round(settings.model.max_num_seqs * TARGET_BATCH_UTILIZATION, 2),
+        metrics_namespace=settings.observability.metrics_namespace,
+        model_name=settings.model.name,
+    )
+
+
+def degraded_alarm_name(settings: Settings, region: str) -> str:
+    """Known from config alone, so routing health checks can name it without a cross-region reference."""
+    return f"{settings.project}-{region}-region-degraded"
+
+
+def observability_props(settings: Settings, region: str) -> ObservabilityProps:
+    return ObservabilityProps(
+        dashboard_name=f"{settings.project}-{region}",
+        degraded_alarm_name=degraded_alarm_name(settings, region),
+        metrics_namespace=settings.observability.metrics_namespace,
+        model_name=settings.model.name,
+        ttft_p99_threshold_ms=settings.observability.ttft_p99_threshold_ms,
+        alarm_email=settings.observability.alarm_email,
+    )

@@ -1,0 +1,71 @@
+"""One region's serving stack: composes the constructs, holds no resource logic of its own."""
+
+from __future__ import annotations
+
+from aws_cdk import Environment, Stack, Tags
+from constructs import Construct
+
+from cdk_constructs.cluster import ServingCluster
+from cdk_constructs.load_balancer import ServingLoadBalancer
+from cdk_constructs.log_encryption import EncryptedLogs
+from cdk_constructs.model_store import ModelStoreAccess
+from cdk_constructs.network import ServingNetwork
+from cdk_constructs.neuron_fleet import FleetTargets, NeuronFleet
+from cdk_constructs.observability import FleetView, ServingObservability
+from settings.schema import Settings
+from stacks import props
+
+
+class RegionalServing(Stack):
+    def __init__(self, scope: Construct, id: str, *, settings: Settings, region: str) -> None:
+        super().__init__(
+            scope,
+            id,
+            env=Environment(account=settings.account, region=region),
+            description=f"{settings.project}: LLM serving on Inferentia2/Trainium in {region}",
+        )
+        Tags.of(self).add("project", settings.project)
+        Tags.of(self).add("region", region)
+
+        logs = EncryptedLogs(self, "Logs", props=props.log_props(settings))
+        network = ServingNetwork(self, "Network", props=props.network_props(settings, region), logs=logs)
+        cluster = ServingCluster(self, "Cluster", vpc=network.vpc).cluster
+        model_store = ModelStoreAccess(self, "ModelStore", props=props.model_store_props(settings))
+        load_balancer = ServingLoadBalancer(
+            self, "LoadBalancer", props=props.load_balancer_props(settings, region), vpc=network.vpc
+        )
+        targets = FleetTargets(
+            http=load_balancer.http_targets,
+            grpc=load_balancer.grpc_targets,
+            load_balancer_security_group=load_balancer.security_group,
+        )
+        serving_logs = logs.log_group("ServingLogs")
+        self.fleets = [
+            NeuronFleet(
+                self,
+                f"Fleet-{fleet.instance_type}",
+                props=props.fleet_props(settings, fleet),
+                cluster=cluster,
+                targets=targets,
+                task_role=model_store.task_role,
+                log_group=serving_logs,
+            )
+            for fleet in settings.regions[region].fleets
+        ]
+        self.observability = ServingObservability(
+            self,
+            "Observability",
+            props=props.observability_props(settings, region),
+            key=logs.key,
+            load_balancer=load_balancer.alb,
+            target_groups=[load_balancer.http_targets, load_balancer.grpc_targets],
+            fleets=[
+                FleetView(fleet.instance_type, fleet.running_tasks, fleet.hosts_in_service_metric())
+                for fleet in self.fleets
+            ],
+            alarms=[
+                *network.alarms,
+                *load_balancer.alarms,
+                *(alarm for fleet in self.fleets for alarm in fleet.alarms),
+            ],
+        )

@@ -1,0 +1,119 @@
+import json
+
+import pytest
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_kms as kms
+from aws_cdk.assertions import Match, Template
+
+from cdk_constructs.observability import FleetView, ObservabilityProps, ServingObservability
+
+PROPS = ObservabilityProps(
+    dashboard_name="assistant-us-east-1",
+    degraded_alarm_name="assistant-us-east-1-region-degraded",
+    metrics_namespace="LLMServing",
+    model_name="assistant",
+    ttft_p99_threshold_ms=900,
+    alarm_email="oncall@example.com",
+)
+
+
+@pytest.fixture
+def template(stack, vpc):
+    alb = elbv2.ApplicationLoadBalancer(stack, "Alb", vpc=vpc)
+    group = elbv2.ApplicationTargetGroup(stack, "Http", vpc=vpc, port=8000, target_type=elbv2.TargetType.IP)
+    alb.add_listener("Listener", port=80, default_target_groups=[group])
+    upstream = cloudwatch.Alarm(
+        stack,
+        "Upstream",
+        metric=cloudwatch.Metric(namespace="X", metric_name="Y"),
+        threshold=1,
+        evaluation_periods=1,
+    )
+    fleets = [
+        FleetView(
+            "inf2.48xlarge",
+            cloudwatch.Metric(namespace="ECS/ContainerInsights", metric_name="RunningTaskCount"),
+            cloudwatch.Metric(namespace="AWS/AutoScaling", metric_name="GroupInServiceInstances"),
+        )
+    ]
+    ServingObservability(
+        stack,
+        "Obs",
+        props=PROPS,
+        key=kms.Key(stack, "Key"),
+        load_balancer=alb,
+        target_groups=[group],
+        fleets=fleets,
+        alarms=[upstream],
+    )
+    return Template.from_stack(stack)
+
+
+def _dashboard_body(template):
+    dashboard = next(iter(template.find_resources("AWS::CloudWatch::Dashboard").values()))
+    body = dashboard["Properties"]["DashboardBody"]
+    parts = body["Fn::Join"][1] if isinstance(body, dict) else [body]
+    return "".join(p if isinstance(p, str) else "<ref>" for p in parts)
+
+
+def test_dashboard_shows_ttft_p50_and_p99_of_the_containers_emf_metric(template):
+    body = _dashboard_body(template)
+    assert '"LLMServing","TimeToFirstToken","Model","assistant"' in body
+    for statistic in ("p50", "p99"):
+        assert f'"stat":"{statistic}"' in body
+
+
+def test_dashboard_shows_output_tokens_in_flight_and_balancer_metrics(template):
+    body = _dashboard_body(template)
+    for metric in (
+        "OutputTokens",
+        "RequestsInFlight",
+        "QueueDepth",
+        "RunningTaskCount",
+        "GroupInServiceInstances",
+        "RequestCountPerTarget",
+        "HealthyHostCount",
+        "HTTPCode_ELB_5XX_Count",
+        "ActiveConnectionCount",
+    ):
+        assert metric in body, metric
+
+
+def test_ttft_p99_alarm_at_the_configured_threshold(template):
+    alarms = template.find_resources(
+        "AWS::CloudWatch::Alarm",
+        {"Properties": {"MetricName": "TimeToFirstToken", "ExtendedStatistic": "p99"}},
+    )
+    assert len(alarms) == 1
+    alarm = next(iter(alarms.values()))["Properties"]
+    assert alarm["Threshold"] == 900
+    assert alarm["Dimensions"] == [{"Name": "Model", "Value": "assistant"}]
+
+
+def test_region_degraded_composite_watches_every_alarm_by_a_known_name(template):
+    composite = next(iter(template.find_resources("AWS::CloudWatch::CompositeAlarm").values()))
+    assert composite["Properties"]["AlarmName"] == "assistant-us-east-1-region-degraded"
+    rule = json.dumps(composite["Properties"]["AlarmRule"])
+    alarms = template.find_resources("AWS::CloudWatch::Alarm")
+    assert len(alarms) == 2
+    for logical_id in alarms:
+        assert logical_id in rule
+
+
+def test_notifications_go_to_an_encrypted_topic_with_the_configured_email(template):
+    template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": Match.any_value()})
+    template.has_resource_properties(
+        "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "oncall@example.com"}
+    )
+
+
+def test_cloudwatch_may_use_the_key_to_publish_alarms_to_the_encrypted_topic(template):
+    key = next(iter(template.find_resources("AWS::KMS::Key").values()))
+    statement = next(
+        s
+        for s in key["Properties"]["KeyPolicy"]["Statement"]
+        if s["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    )
+    assert sorted(statement["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}

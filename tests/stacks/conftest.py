@@ -1,0 +1,58 @@
+"""One synthesized app of the default config per test session: every stack test reads the same assembly."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("CDK_VALIDATION", "false")  # cfn-lint runs on the templates in test_checks.py
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+from aws_cdk import (
+    App,
+    cx_api,
+)
+
+from settings import Settings, load_settings
+from stacks.serving_app import build_app
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG = REPO / "config" / "default.yaml"
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return load_settings(DEFAULT_CONFIG)
+
+
+@pytest.fixture(scope="session")
+def synthesized(
+    settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[App, cx_api.CloudAssembly]:
+    app = build_app(settings, outdir=str(tmp_path_factory.mktemp("cdk.out")))
+    return app, app.synth()
+
+
+@pytest.fixture(scope="session")
+def templates(synthesized: tuple[App, cx_api.CloudAssembly]) -> dict[str, dict[str, Any]]:
+    """Region -> that region's synthesized template."""
+    _, assembly = synthesized
+    return {stack.environment.region: stack.template for stack in assembly.stacks}
+
+
+def resources(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
+
+
+def keys(value: Any):
+    """Every mapping key anywhere in a JSON value."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from keys(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from keys(item)

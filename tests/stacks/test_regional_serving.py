@@ -1,0 +1,124 @@
+"""The default config's stacks, read from one synthesized app: what bites real users, asserted per region."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from settings.instances import INSTANCES
+from stacks.props import stack_name
+from tests.stacks.conftest import keys, resources
+
+ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
+
+
+def test_one_stack_per_region_bound_to_the_configured_account(settings, synthesized):
+    _, assembly = synthesized
+    stacks = {stack.stack_name: stack.environment for stack in assembly.stacks}
+    assert set(stacks) == {stack_name(settings, region) for region in settings.regions}
+    for region in settings.regions:
+        environment = stacks[stack_name(settings, region)]
+        assert (environment.account, environment.region) == (settings.account, region)
+
+
+def test_no_desired_capacity_in_any_template(templates):
+    for region, template in templates.items():
+        assert "DesiredCapacity" not in set(keys(template)), region
+        for service in resources(template, "AWS::ECS::Service").values():
+            assert "DesiredCount" not in service["Properties"], region
+
+
+def test_every_fleet_maps_every_neuron_device_of_its_type(settings, templates):
+    for region, template in templates.items():
+        tasks = resources(template, "AWS::ECS::TaskDefinition").values()
+        mapped = {}
+        for task in tasks:
+            container = task["Properties"]["ContainerDefinitions"][0]
+            environment = {e["Name"]: e["Value"] for e in container["Environment"]}
+            mapped[environment["INSTANCE_TYPE"]] = [
+                d["HostPath"] for d in container["LinuxParameters"]["Devices"]
+            ]
+        for fleet in settings.regions[region].fleets:
+            assert mapped[fleet.instance_type] == list(INSTANCES[fleet.instance_type].device_paths)
+
+
+def test_target_groups_use_lor_without_slow_start(templates):
+    for template in templates.values():
+        groups = resources(template, "AWS::ElasticLoadBalancingV2::TargetGroup").values()
+        assert len(groups) == 2
+        for group in groups:
+            attributes = {a["Key"]: a["Value"] for a in group["Properties"]["TargetGroupAttributes"]}
+            assert attributes["load_balancing.algorithm.type"] == "least_outstanding_requests"
+            assert "slow_start.duration_seconds" not in attributes
+
+
+def test_idle_timeout_and_deregistration_delay_cover_the_longest_stream(settings, templates):
+    longest = settings.longest_stream_seconds
+    for template in templates.values():
+        for group in resources(template, "AWS::ElasticLoadBalancingV2::TargetGroup").values():
+            attributes = {a["Key"]: a["Value"] for a in group["Properties"]["TargetGroupAttributes"]}
+            assert int(attributes["deregistration_delay.timeout_seconds"]) >= longest
+        balancer = next(iter(resources(template, "AWS::ElasticLoadBalancingV2::LoadBalancer").values()))
+        attributes = {a["Key"]: a["Value"] for a in balancer["Properties"]["LoadBalancerAttributes"]}
+        assert int(attributes["idle_timeout.timeout_seconds"]) >= longest
+
+
+def test_health_check_grace_covers_the_cold_start_budget(settings, templates):
+    for template in templates.values():
+        for service in resources(template, "AWS::ECS::Service").values():
+            grace = service["Properties"]["HealthCheckGracePeriodSeconds"]
+            assert grace == settings.serving.health_check_grace_seconds
+            assert grace >= settings.serving.cold_start_budget_seconds
+
+
+def test_alb_checks_model_readiness_on_the_traffic_port(settings, templates):
+    for template in templates.values():
+        groups = resources(template, "AWS::ElasticLoadBalancingV2::TargetGroup").values()
+        http = next(g for g in groups if g["Properties"]["ProtocolVersion"] == "HTTP1")["Properties"]
+        assert http["HealthCheckPath"] == f"/v2/models/{settings.model.name}/ready"
+        assert {g["Properties"]["HealthCheckPort"] for g in groups} == {"traffic-port"}
+
+
+def test_tasks_get_shared_memory_and_the_maximum_stop_timeout(settings, templates):
+    for template in templates.values():
+        for task in resources(template, "AWS::ECS::TaskDefinition").values():
+            container = task["Properties"]["ContainerDefinitions"][0]
+            assert container["LinuxParameters"]["SharedMemorySize"] == settings.serving.shared_memory_mib
+            assert container["StopTimeout"] == 120
+
+
+def test_no_cross_region_or_cross_stack_references(templates):
+    for region, template in templates.items():
+        text = json.dumps(template)
+        assert "Fn::ImportValue" not in text, region
+        assert "Outputs" not in template or not any("Export" in o for o in template["Outputs"].values())
+        assert not [r for r in template["Resources"].values() if "CrossRegion" in r["Type"]], region
+        others = [other for other in templates if other != region]
+        assert not any(other in text for other in others), f"{region} names another region"
+
+
+def test_stack_resources_are_tagged_for_the_release_script(settings, templates):
+    for region, template in templates.items():
+        for resource_type in ("AWS::AutoScaling::AutoScalingGroup", "AWS::ECS::Cluster"):
+            for resource in resources(template, resource_type).values():
+                tags = {t.get("Key"): t.get("Value") for t in resource["Properties"]["Tags"]}
+                assert tags["project"] == settings.project and tags["region"] == region
+
+
+def test_task_logs_and_flow_logs_are_encrypted(templates):
+    for template in templates.values():
+        for group in resources(template, "AWS::Logs::LogGroup").values():
+            assert "KmsKeyId" in group["Properties"]
+
+
+def _normalized(template):
+    """Asset hashes change whenever container/ changes; the snapshot is about the infrastructure."""
+    return json.loads(ASSET_HASH.sub("<asset-hash>", json.dumps(template, sort_keys=True)))
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "us-west-2", "eu-west-1"])
+def test_stack_matches_snapshot(templates, snapshot, region):
+    assert _normalized(templates[region]) == snapshot.use_extension(JSONSnapshotExtension)
