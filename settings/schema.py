@@ -132,6 +132,11 @@ class RegionConfig(StrictModel):
 
 class ModelConfig(StrictModel):
     name: str = "assistant"
+    # Which weights (and revision) the artifacts hold: part of the compiled-artifact key, so a new model
+    # never loads another model's compiled graphs.
+    model_id: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._/@:-]+$")] = (
+        "llama-3.1-8b-instruct"
+    )
     # Weights and compiled Neuron artifacts; only the task role may read this location.
     artifacts_s3_uri: str
     max_model_len: Annotated[int, Field(ge=256, le=131072)] = 8192

@@ -87,8 +87,7 @@ def engine_environment(settings: Settings) -> tuple[tuple[str, str], ...]:
     return (
         ("MODEL_S3_URI", f"{root}/weights/"),
         ("COMPILED_ARTIFACTS_S3_URI", f"{root}/compiled/"),
-        # Part of the compiled-artifact key: the configured weights location names the model.
-        ("MODEL_ID", root),
+        ("MODEL_ID", model.model_id),
         ("ALLOW_COMPILE", "true" if model.allow_compile_on_start else "false"),
         ("ENGINE_MAX_MODEL_LEN", str(model.max_model_len)),
         ("ENGINE_MAX_NUM_SEQS", str(model.max_num_seqs)),
