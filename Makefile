@@ -18,7 +18,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 CDK := npx --no-install cdk --no-notices
 
 .PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy \
-        serve ask image bench bench-serving clean
+        serve ask image bench bench-serving bench-retrieval clean
 
 help:
 	@echo "make synth [CONFIG=file]   synthesize every stack of a config into cdk.out/ (offline)"
@@ -27,7 +27,7 @@ help:
 	@echo "make deploy | diff | destroy [CONFIG=file]   for users with an AWS account"
 	@echo "make serve / make ask Q=\"...\"   run the assistant locally on a real Triton server"
 	@echo "make image                 build the production container (needs Docker)"
-	@echo "make bench                 run the benchmarks under bench/"
+	@echo "make bench | bench-serving | bench-retrieval   synth time, serving TTFT, retrieval index"
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -95,10 +95,16 @@ test-container: serve-env
 	$(SERVE_VENV)/bin/pytest tests/container -q
 
 serve: serve-env
-	$(SERVE_VENV)/bin/python -m local.serve
+	PYTHONPATH=container $(SERVE_VENV)/bin/python -m local.serve
 
 ask: serve-env
-	$(SERVE_VENV)/bin/python -m local.ask "$(Q)"
+	PYTHONPATH=container $(SERVE_VENV)/bin/python -m local.ask "$(Q)"
+
+bench-serving: serve-env
+	$(SERVE_VENV)/bin/python bench/serving_ttft.py
+
+bench-retrieval: serve-env
+	$(SERVE_VENV)/bin/python bench/retrieval_index.py
 
 image:
-	docker build -f container/Dockerfile -t neuron-llm-assistant:latest .
+	docker build -t neuron-llm-assistant:latest container

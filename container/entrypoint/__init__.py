@@ -1,0 +1,1 @@
+"""The production container's start: fetch weights and compiled Neuron artifacts, then exec Triton."""

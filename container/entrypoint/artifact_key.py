@@ -1,0 +1,126 @@
+"""Which pre-compiled Neuron artifacts fit this host: a key over everything that invalidates them.
+
+Neuron compiles a model for fixed shapes on a fixed toolchain. A change to any of these makes old artifacts
+unusable (or, worse, silently slow): the Neuron SDK and compiler versions, the model (name and revision),
+the tensor-parallel degree, max_model_len, max_num_seqs, the prefill/decode buckets, the dtype, the
+quantization, speculative decoding (the draft model is compiled with the target) and the compiler flags.
+The key is a readable prefix plus a digest of all of them in canonical form.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+class ArtifactKeyError(ValueError):
+    """An input the key needs is missing or malformed; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class CompileInputs:
+    neuron_sdk: str
+    compiler_version: str
+    model: str
+    model_revision: str
+    tensor_parallel: int
+    max_model_len: int
+    max_num_seqs: int
+    context_buckets: tuple[int, ...]
+    token_buckets: tuple[int, ...]
+    dtype: str
+    compiler_flags: tuple[str, ...]
+    quantization: str
+    speculation: str
+
+    def canonical(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+
+def artifact_key(inputs: CompileInputs) -> str:
+    """e.g. 'llama-3-8b-sdk2.28.0-tp24-len4096-seqs32-3f1c9a0b2d4e6f70'."""
+    digest = hashlib.sha256(inputs.canonical().encode()).hexdigest()[:16]
+    model_slug = re.sub(r"[^a-z0-9]+", "-", inputs.model.rsplit("/", 1)[-1].lower()).strip("-") or "model"
+    return (
+        f"{model_slug}-sdk{inputs.neuron_sdk}-tp{inputs.tensor_parallel}-len{inputs.max_model_len}"
+        f"-seqs{inputs.max_num_seqs}-{digest}"
+    )
+
+
+def _positive_int(settings: Mapping[str, Any], key: str) -> int:
+    value = settings.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ArtifactKeyError(f"engine setting {key}: must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def _buckets(neuron: Mapping[str, Any], key: str) -> tuple[int, ...]:
+    value = neuron.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise ArtifactKeyError(
+            f"engine setting override_neuron_config.{key}: must be a list of whole numbers"
+        )
+    return tuple(sorted(value))
+
+
+def compile_inputs(settings: Mapping[str, Any], environ: Mapping[str, str]) -> CompileInputs:
+    """The key inputs from the resolved engine settings and the image's toolchain variables."""
+    missing = [
+        name for name in ("NEURON_SDK_VERSION", "NEURON_CC_VERSION", "MODEL_ID") if not environ.get(name)
+    ]
+    if missing:
+        raise ArtifactKeyError(
+            f"environment: {', '.join(missing)} must be set (the image sets the first two)"
+        )
+    additional = settings.get("additional_config") or {}
+    neuron = additional.get("override_neuron_config") or {}
+    quantization = str(settings.get("quantization") or "")
+    if neuron.get("quantized"):
+        quantization = f"{neuron.get('quantization_type', '')}:{neuron.get('quantization_dtype', '')}"
+    max_model_len = _positive_int(settings, "max_model_len")
+    context_buckets = _buckets(neuron, "context_encoding_buckets")
+    token_buckets = _buckets(neuron, "token_generation_buckets")
+    for name, buckets in (
+        ("context_encoding_buckets", context_buckets),
+        ("token_generation_buckets", token_buckets),
+    ):
+        # A sequence past the largest bucket has no compiled graph: say so before an hour of compiling.
+        if buckets and buckets[-1] < max_model_len:
+            raise ArtifactKeyError(
+                f"engine setting override_neuron_config.{name}: the largest bucket ({buckets[-1]}) is below "
+                f"max_model_len ({max_model_len}); add a bucket of at least {max_model_len}"
+            )
+    return CompileInputs(
+        neuron_sdk=environ["NEURON_SDK_VERSION"],
+        compiler_version=environ["NEURON_CC_VERSION"],
+        model=environ["MODEL_ID"],
+        model_revision=environ.get("MODEL_REVISION", ""),
+        tensor_parallel=_positive_int(settings, "tensor_parallel_size"),
+        max_model_len=max_model_len,
+        max_num_seqs=_positive_int(settings, "max_num_seqs"),
+        context_buckets=context_buckets,
+        token_buckets=token_buckets,
+        dtype=str(settings.get("dtype", "")),
+        # Flag order matters to neuronx-cc only for repeated flags; keep it as given.
+        compiler_flags=tuple(environ.get("NEURON_CC_FLAGS", "").split()),
+        quantization=quantization,
+        speculation=_speculation(settings.get("speculative_config")),
+    )
+
+
+def _speculation(config: Any) -> str:
+    """Canonical JSON of speculative_config ('' when off), so key order in the setting does not matter."""
+    if config in (None, {}, ""):
+        return ""
+    if isinstance(config, str):  # vLLM also accepts the JSON as a string
+        try:
+            config = json.loads(config)
+        except json.JSONDecodeError:
+            raise ArtifactKeyError("engine setting speculative_config: not valid JSON") from None
+    if not isinstance(config, dict):
+        raise ArtifactKeyError("engine setting speculative_config: must be a JSON object")
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))

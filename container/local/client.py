@@ -1,0 +1,124 @@
+"""A tritonclient gRPC streaming client for the assistant's tensor contract (ask, tests and benchmarks)."""
+
+from __future__ import annotations
+
+import json
+import queue
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+
+@dataclass
+class StreamResult:
+    text: str = ""
+    chunks: list[str] = field(default_factory=list)
+    products: list[dict[str, Any]] = field(default_factory=list)
+    responses_with_products: int = 0
+    ttft_s: float | None = None
+    total_s: float = 0.0
+    error: str | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        generating = self.total_s - (self.ttft_s or 0.0)
+        return len(self.chunks) / generating if generating > 0 else 0.0
+
+
+def request_inputs(
+    question: str | bytes, *, stream: bool = True, sampling: dict[str, Any] | str | None = None
+) -> list[grpcclient.InferInput]:
+    raw = question if isinstance(question, bytes) else question.encode("utf-8")
+    text = grpcclient.InferInput("text_input", [1], "BYTES")
+    text.set_data_from_numpy(np.array([raw], dtype=np.object_))
+    stream_flag = grpcclient.InferInput("stream", [1], "BOOL")
+    stream_flag.set_data_from_numpy(np.array([stream], dtype=bool))
+    inputs = [text, stream_flag]
+    if sampling is not None:
+        encoded = sampling if isinstance(sampling, str) else json.dumps(sampling)
+        params = grpcclient.InferInput("sampling_parameters", [1], "BYTES")
+        params.set_data_from_numpy(np.array([encoded.encode("utf-8")], dtype=np.object_))
+        inputs.append(params)
+    return inputs
+
+
+def _decode(result, name: str) -> str | None:
+    array = result.as_numpy(name)
+    if array is None or array.size == 0:
+        return None
+    value = array.reshape(-1)[0]
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _is_final(result) -> bool:
+    parameters = result.get_response().parameters
+    return "triton_final_response" in parameters and parameters["triton_final_response"].bool_param
+
+
+class StreamingClient:
+    """One gRPC stream; requests on it are answered in turn. Use as a context manager."""
+
+    def __init__(self, url: str) -> None:
+        self.client = grpcclient.InferenceServerClient(url=url)
+        self._responses: queue.Queue = queue.Queue()
+        self.client.start_stream(callback=lambda result, error: self._responses.put((result, error)))
+
+    def ask(
+        self,
+        question: str | bytes,
+        *,
+        model: str = "assistant",
+        sampling: dict[str, Any] | str | None = None,
+        stream: bool = True,
+        on_chunk: Callable[[str], None] | None = None,
+        cancel_after_chunks: int | None = None,
+        timeout_s: float = 120.0,
+    ) -> StreamResult:
+        result = StreamResult()
+        started = time.perf_counter()
+        self.client.async_stream_infer(
+            model,
+            request_inputs(question, stream=stream, sampling=sampling),
+            request_id=uuid.uuid4().hex,
+            enable_empty_final_response=True,
+        )
+        while True:
+            response, error = self._responses.get(timeout=timeout_s)
+            if error is not None:
+                result.error = error.message() if isinstance(error, InferenceServerException) else str(error)
+                break
+            text = _decode(response, "text_output")
+            if text is not None:
+                if result.ttft_s is None:
+                    result.ttft_s = time.perf_counter() - started
+                result.chunks.append(text)
+                result.text += text
+                if on_chunk is not None:
+                    on_chunk(text)
+            products = _decode(response, "products")
+            if products is not None:
+                result.products = json.loads(products)
+                result.responses_with_products += 1
+            if _is_final(response):
+                break
+            if cancel_after_chunks is not None and len(result.chunks) >= cancel_after_chunks:
+                self.client.stop_stream(cancel_requests=True)
+                break
+        result.total_s = time.perf_counter() - started
+        return result
+
+    def close(self) -> None:
+        self.client.stop_stream()
+        self.client.close()
+
+    def __enter__(self) -> StreamingClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,42 @@
+"""The demo catalog, its index and the tiny model, built on first use under build/ (git-ignored)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_DIR = Path(__file__).resolve().parents[2]
+DEFAULT_BUILD_DIR = REPO_DIR / "build" / "serve"
+DEMO_PRODUCTS = 5_000
+DEMO_SEED = 7
+
+
+@dataclass(frozen=True)
+class DemoAssets:
+    catalog: Path
+    index_dir: Path
+    model_dir: Path
+
+
+def ensure_demo_assets(build_dir: Path = DEFAULT_BUILD_DIR, *, products: int = DEMO_PRODUCTS) -> DemoAssets:
+    """Build whatever is missing; each step writes a marker last, so an interrupted build is redone."""
+    from assistant.catalog import generate_catalog, write_catalog
+    from assistant.retrieve import build_index
+    from local.tiny_model import build_tiny_model
+
+    build_dir = build_dir.resolve()
+    assets = DemoAssets(build_dir / "catalog.jsonl", build_dir / "index", build_dir / "tiny-model")
+    build_dir.mkdir(parents=True, exist_ok=True)
+    catalog_done = build_dir / ".catalog.done"
+    if not catalog_done.exists():
+        write_catalog(generate_catalog(products, DEMO_SEED), assets.catalog)
+        catalog_done.touch()
+    index_done = build_dir / ".index.done"
+    if not index_done.exists():
+        build_index(assets.catalog, assets.index_dir)
+        index_done.touch()
+    model_done = build_dir / ".model.done"
+    if not model_done.exists():
+        build_tiny_model(assets.catalog, assets.model_dir)
+        model_done.touch()
+    return assets

@@ -1,0 +1,236 @@
+"""Start a real Triton server (the tritonserver binary from PyPI's nvidia-pytriton wheel) on loopback.
+
+What it needs, found the hard way: the Python backend folder laid out as Triton expects, LD_LIBRARY_PATH
+with this Python's lib folder (else the stub loads another libpython) and the wheel's bundled libraries
+(else it hangs looking for a CUDA runtime), this environment's bin first on PATH (the stub runs the first
+python3 there), and shared-memory files removed after the server stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from entrypoint.triton_install import TritonInstall, TritonInstallError
+
+CONTAINER_DIR = Path(__file__).resolve().parents[1]
+MODEL_REPOSITORY = CONTAINER_DIR / "model_repository"
+CPU_ENGINE_PROFILE = Path(__file__).with_name("engine-cpu.json")
+SHM_DIR = Path("/dev/shm")
+DEFAULT_PORTS = (8000, 8001, 8002)
+
+
+class ServerError(RuntimeError):
+    """The server did not come up; the message says why and where its log is."""
+
+
+@dataclass(frozen=True)
+class Ports:
+    http: int
+    grpc: int
+    metrics: int
+
+
+def free_ports(count: int = 3) -> Ports:
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return Ports(*(sock.getsockname()[1] for sock in sockets))
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def engine_overrides(profile: Path, model_dir: Path) -> dict[str, str]:
+    """ENGINE_* variables for a local engine profile file, pointing the engine at model_dir."""
+    values = {key: value for key, value in json.loads(profile.read_text()).items() if not key.startswith("_")}
+    values["model"] = values["tokenizer"] = str(model_dir)
+    return {
+        f"ENGINE_{key.upper()}": value if isinstance(value, str) else json.dumps(value)
+        for key, value in values.items()
+    }
+
+
+def server_environment(
+    base: Mapping[str, str], install: TritonInstall, *, model_dir: Path, index_dir: Path
+) -> dict[str, str]:
+    env = dict(base)
+    env["LD_LIBRARY_PATH"] = install.loader_path(base.get("LD_LIBRARY_PATH", ""))
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), base.get("PATH", "")])
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+        VLLM_CPU_KVCACHE_SPACE=base.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+        LC_ALL="C.UTF-8",
+        ASSISTANT_INDEX_DIR=str(index_dir),
+    )
+    env.update(engine_overrides(CPU_ENGINE_PROFILE, model_dir))
+    return env
+
+
+def server_command(
+    install: TritonInstall, backends_dir: Path, ports: Ports, models: Sequence[str], shm_prefix: str
+) -> list[str]:
+    command = [
+        str(install.binary),
+        f"--model-repository={MODEL_REPOSITORY}",
+        f"--backend-directory={backends_dir}",
+        f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
+        "--model-control-mode=explicit",
+        *(f"--load-model={name}" for name in models),
+        "--exit-on-error=true",
+        "--strict-readiness=true",
+        "--http-address=127.0.0.1",
+        f"--http-port={ports.http}",
+        "--grpc-address=127.0.0.1",
+        f"--grpc-port={ports.grpc}",
+        "--allow-metrics=true",
+        "--allow-cpu-metrics=false",
+        "--allow-gpu-metrics=false",
+        "--metrics-address=127.0.0.1",
+        f"--metrics-port={ports.metrics}",
+        "--exit-timeout-secs=20",
+        "--log-verbose=0",
+    ]
+    return command
+
+
+@dataclass
+class TritonServer:
+    """One tritonserver process. Use as a context manager; stop() always cleans up its shared memory."""
+
+    model_dir: Path
+    index_dir: Path
+    work_dir: Path
+    ports: Ports = field(default_factory=lambda: Ports(*DEFAULT_PORTS))
+    models: Sequence[str] = ("assistant",)
+    log_to_console: bool = False
+    process: subprocess.Popen | None = None
+
+    def __post_init__(self) -> None:
+        self.shm_prefix = f"assistant_{uuid.uuid4().hex[:12]}_"
+        self.log_path = self.work_dir / "tritonserver.log"
+        self._shm_before: set[Path] | None = None
+
+    def start(self, timeout_s: float = 600.0) -> TritonServer:
+        try:
+            install = TritonInstall.find()
+        except TritonInstallError as err:
+            raise ServerError(f"{err}; run `make serve-env`") from None
+        backends = install.lay_out_backends(self.work_dir / "backends")
+        command = server_command(install, backends, self.ports, self.models, self.shm_prefix)
+        env = server_environment(os.environ, install, model_dir=self.model_dir, index_dir=self.index_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        log = None if self.log_to_console else self.log_path.open("wb")
+        self._shm_before = set(SHM_DIR.glob("psm_*"))
+        self.process = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        if log is not None:
+            log.close()
+        try:
+            self.wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @property
+    def http_url(self) -> str:
+        return f"127.0.0.1:{self.ports.http}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"127.0.0.1:{self.ports.grpc}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.metrics}/metrics"
+
+    def wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        ready_url = f"http://{self.http_url}/v2/health/ready"
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise ServerError(
+                    f"tritonserver exited with code {self.process.returncode} before it was ready; "
+                    f"see {self.log_path}:\n{self.log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(ready_url, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(1.0)
+        raise ServerError(f"tritonserver not ready after {timeout_s:.0f} s; see {self.log_path}")
+
+    def log_tail(self, lines: int = 30) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        process = self.process
+        if process is not None and process.poll() is None:
+            # Triton first, alone: it unloads the models, whose finalize() shuts the engine down cleanly
+            # (killing the engine processes directly would leak their shared memory).
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                _signal_group(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+        if process is not None:
+            _signal_group(process.pid, signal.SIGKILL)  # stragglers (stubs, engine workers) left in the group
+        for leftover in SHM_DIR.glob(f"{self.shm_prefix}*"):
+            leftover.unlink(missing_ok=True)
+        # vLLM's engine segments (psm_*) outlive an engine that was killed before its shutdown finished.
+        if self._shm_before is not None:
+            for leftover in _unused(set(SHM_DIR.glob("psm_*")) - self._shm_before):
+                leftover.unlink(missing_ok=True)
+
+    def __enter__(self) -> TritonServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _unused(paths: set[Path]) -> list[Path]:
+    """The paths no running process has open or mapped (so removing them cannot hurt anyone)."""
+    if not paths:
+        return []
+    in_use: set[str] = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            in_use.update(
+                line.split()[-1] for line in (proc / "maps").read_text().splitlines() if "/dev/shm/" in line
+            )
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    in_use.add(os.readlink(fd))
+    return [path for path in paths if str(path) not in in_use]
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)

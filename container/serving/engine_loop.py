@@ -1,0 +1,64 @@
+"""vLLM's AsyncLLM on its own asyncio event loop in a daemon thread.
+
+Triton calls execute() on its own thread; the model hands each request to this loop with submit() and
+returns at once, so many streams share one engine and continuous batching does the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Coroutine, Mapping
+from dataclasses import fields
+from typing import Any
+
+from serving.engine_settings import EngineSettingsError, check_known_keys
+
+logger = logging.getLogger(__name__)
+
+
+def _report_failure(future: concurrent.futures.Future) -> None:
+    # Nobody awaits these futures: an escaped exception would otherwise vanish with its request.
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("request task failed", exc_info=future.exception())
+
+
+class EngineLoop:
+    def __init__(self, settings: Mapping[str, Any], source: str) -> None:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        check_known_keys(settings, {field.name for field in fields(AsyncEngineArgs)}, source)
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="vllm-engine-loop", daemon=True)
+        self._thread.start()
+
+        async def start() -> AsyncLLM:
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(**settings))
+
+        try:
+            self.engine = self.run(start())
+        except (TypeError, ValueError) as err:
+            self.stop()
+            raise EngineSettingsError(f"{source}: engine arguments rejected: {err}") from err
+
+    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """Run a coroutine on the engine loop and wait for its result (for start-up and shutdown)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def submit(self, coroutine: Coroutine[Any, Any, Any]) -> concurrent.futures.Future:
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        future.add_done_callback(_report_failure)
+        return future
+
+    def unfinished_requests(self) -> int:
+        return self.engine.get_num_unfinished_requests()
+
+    def stop(self) -> None:
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            engine.shutdown()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)

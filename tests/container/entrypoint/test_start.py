@@ -1,0 +1,146 @@
+"""The entrypoint: its plan (dry-run), the key-miss policy, and the S3 fetch against moto."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from entrypoint.artifact_key import artifact_key, compile_inputs
+from entrypoint.start import main, plan_start, visible_cores
+from serving.engine_settings import engine_settings
+
+REPOSITORY = Path(__file__).resolve().parents[3] / "container" / "model_repository"
+BUCKET = "kit-models"
+
+
+@pytest.fixture()
+def repository(tmp_path: Path) -> Path:
+    """A copy of the real model repository whose model.json points the weights at tmp_path."""
+    copy = tmp_path / "model_repository"
+    shutil.copytree(REPOSITORY, copy, symlinks=True)
+    model_json = copy / "assistant" / "1" / "model.json"
+    settings = json.loads(model_json.read_text())
+    settings["model"] = settings["tokenizer"] = str(tmp_path / "weights")
+    model_json.write_text(json.dumps(settings))
+    return copy
+
+
+@pytest.fixture()
+def environ(repository: Path, tmp_path: Path) -> dict[str, str]:
+    return {
+        "MODEL_REPOSITORY": str(repository),
+        "MODEL_S3_URI": f"s3://{BUCKET}/weights/llama",
+        "COMPILED_ARTIFACTS_S3_URI": f"s3://{BUCKET}/compiled",
+        "COMPILED_ARTIFACTS_DIR": str(tmp_path / "compiled"),
+        "NEURON_SDK_VERSION": "2.28.0",
+        "NEURON_CC_VERSION": "2.23.6484.0",
+        "MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+
+
+def expected_key(environ: dict[str, str]) -> str:
+    model_json = Path(environ["MODEL_REPOSITORY"]) / "assistant" / "1" / "model.json"
+    return artifact_key(compile_inputs(engine_settings(model_json, environ), environ))
+
+
+def test_dry_run_prints_key_variables_and_command(environ, capsys) -> None:
+    assert main(["--dry-run"], {**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "32"}) == 0
+    out = capsys.readouterr().out
+    key = expected_key({**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "32"})
+    assert f"artifact key: {key}" in out and "-tp32-" in key
+    assert "NEURON_RT_VISIBLE_CORES=0-31" in out
+    assert f"NEURON_COMPILED_ARTIFACTS={environ['COMPILED_ARTIFACTS_DIR']}/{key}" in out
+    for flag in ("--http-port=8000", "--grpc-port=8001", "--metrics-port=8002", "--load-model=assistant"):
+        assert flag in out
+
+
+def test_instance_type_override_changes_the_key(environ) -> None:
+    inf2 = plan_start({**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "24"})
+    trn1 = plan_start({**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "32"})
+    assert inf2.key != trn1.key
+    assert inf2.environment["NEURON_RT_VISIBLE_CORES"] == "0-23"
+
+
+def test_visible_cores_for_one_core() -> None:
+    assert visible_cores(1) == "0"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"MODEL_S3_URI": ""}, "MODEL_S3_URI must be set"),
+        ({"COMPILED_ARTIFACTS_S3_URI": "bucket/compiled"}, "COMPILED_ARTIFACTS_S3_URI: must be an s3://"),
+        ({"NEURON_SDK_VERSION": ""}, "NEURON_SDK_VERSION"),
+        ({"HTTP_PORT": "http"}, "HTTP_PORT: must be a port number"),
+        ({"ALLOW_COMPILE": "maybe"}, "ALLOW_COMPILE: must be true or false"),
+        ({"ENGINE_MAX_NUM_SEQS": "0"}, "max_num_seqs"),
+        ({"MODEL_REPOSITORY": "/nonexistent/repository"}, "engine settings file not found"),
+    ],
+)
+def test_bad_environment_fails_with_a_clear_message(environ, capsys, change, message) -> None:
+    assert main(["--dry-run"], {**environ, **change}) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("entrypoint: cannot start:") and message in err
+    assert "Traceback" not in err
+
+
+@pytest.fixture()
+def s3(environ, monkeypatch):
+    for name in ("AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, environ[name])
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        client.put_object(Bucket=BUCKET, Key="weights/llama/config.json", Body=b"{}")
+        client.put_object(Bucket=BUCKET, Key="weights/llama/shards/model-00001.safetensors", Body=b"w" * 64)
+        yield client
+
+
+def test_start_fetches_weights_and_artifacts_then_execs_triton(environ, s3, tmp_path) -> None:
+    key = expected_key(environ)
+    s3.put_object(Bucket=BUCKET, Key=f"compiled/{key}/model.pt", Body=b"neff")
+    calls = []
+    code = main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: calls.append(args))
+    assert code == 0
+    assert (tmp_path / "weights" / "shards" / "model-00001.safetensors").read_bytes() == b"w" * 64
+    assert (tmp_path / "compiled" / key / "model.pt").read_bytes() == b"neff"
+    ((binary, command, env),) = calls
+    assert binary.endswith("tritonserver") and command[0] == binary
+    assert env["NEURON_COMPILED_ARTIFACTS"] == str(tmp_path / "compiled" / key)
+
+
+def test_key_miss_refuses_to_compile(environ, s3, capsys) -> None:
+    s3.put_object(Bucket=BUCKET, Key="compiled/some-other-key/model.pt", Body=b"neff")
+    calls = []
+    assert main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: calls.append(args)) == 2
+    err = capsys.readouterr().err
+    assert f"no compiled Neuron artifacts for key {expected_key(environ)}" in err
+    assert "ALLOW_COMPILE=true" in err
+    assert calls == []
+
+
+def test_key_miss_compiles_when_allowed(environ, s3, tmp_path) -> None:
+    calls = []
+    code = main(
+        [],
+        {**environ, "ALLOW_COMPILE": "true"},
+        s3_client=lambda: s3,
+        exec_fn=lambda *args: calls.append(args),
+    )
+    assert code == 0 and len(calls) == 1
+    assert (tmp_path / "compiled" / expected_key(environ)).is_dir()
+
+
+def test_missing_weights_fail_the_start(environ, s3, capsys) -> None:
+    s3.put_object(Bucket=BUCKET, Key=f"compiled/{expected_key(environ)}/model.pt", Body=b"neff")
+    environ = {**environ, "MODEL_S3_URI": f"s3://{BUCKET}/weights/missing"}
+    assert main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
+    assert f"s3://{BUCKET}/weights/missing: no objects under this prefix" in capsys.readouterr().err

@@ -1,0 +1,60 @@
+"""How the local server is started: environment and command (the running server is tested in serving/)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from entrypoint.triton_install import TritonInstall
+from local.triton_server import (
+    CPU_ENGINE_PROFILE,
+    Ports,
+    engine_overrides,
+    server_command,
+    server_environment,
+)
+
+
+def test_environment_puts_this_python_first_and_the_wheel_libraries_on_the_loader_path(
+    tmp_path: Path,
+) -> None:
+    install = TritonInstall.find()
+    env = server_environment(
+        {"PATH": "/usr/bin"}, install, model_dir=tmp_path / "m", index_dir=tmp_path / "i"
+    )
+    assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
+    assert str(install.libraries) in env["LD_LIBRARY_PATH"].split(":")
+    assert env["HF_HUB_OFFLINE"] == "1" and env["ASSISTANT_INDEX_DIR"] == str(tmp_path / "i")
+    assert env["ENGINE_MODEL"] == str(tmp_path / "m")
+
+
+def test_cpu_profile_removes_neuron_only_settings(tmp_path: Path) -> None:
+    overrides = engine_overrides(CPU_ENGINE_PROFILE, tmp_path)
+    assert overrides["ENGINE_ADDITIONAL_CONFIG"] == "null"
+    assert json.loads(overrides["ENGINE_TENSOR_PARALLEL_SIZE"]) == 1
+    assert not any(name.startswith("ENGINE__") for name in overrides)
+
+
+def test_command_binds_loopback_only_and_uses_its_own_shared_memory_prefix(tmp_path: Path) -> None:
+    command = server_command(TritonInstall.find(), tmp_path, Ports(1, 2, 3), ["assistant"], "pfx_")
+    assert "--http-address=127.0.0.1" in command and "--grpc-address=127.0.0.1" in command
+    assert "--metrics-address=127.0.0.1" in command
+    assert "--backend-config=python,shm-region-prefix-name=pfx_" in command
+    assert {"--http-port=1", "--grpc-port=2", "--metrics-port=3", "--load-model=assistant"} <= set(command)
+
+
+def test_backends_are_laid_out_as_triton_expects(tmp_path: Path) -> None:
+    backends = TritonInstall.find().lay_out_backends(tmp_path / "backends")
+    names = {path.name for path in (backends / "python").iterdir()}
+    assert names == {"libtriton_python.so", "triton_python_backend_utils.py", "triton_python_backend_stub"}
+
+
+def test_only_shared_memory_nobody_holds_is_removable(tmp_path: Path) -> None:
+    from local.triton_server import _unused
+
+    held, orphan = tmp_path / "psm_held", tmp_path / "psm_orphan"
+    held.write_bytes(b"x")
+    orphan.write_bytes(b"x")
+    with held.open("rb"):
+        assert _unused({held, orphan}) == [orphan]

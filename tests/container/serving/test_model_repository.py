@@ -1,0 +1,33 @@
+"""The model repository's contract: tensor names of Triton's vLLM backend, decoupled, one engine config."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPOSITORY = Path(__file__).resolve().parents[3] / "container" / "model_repository"
+VLLM_BACKEND_INPUTS = {"text_input", "stream", "sampling_parameters", "exclude_input_in_output"}
+
+
+def tensor_names(config: str, section: str) -> set[str]:
+    block = re.search(rf"^{section} \[(.*?)^\]", config, re.S | re.M)
+    assert block, f"no {section} block"
+    return set(re.findall(r'name: "([a-z_]+)"', block.group(1)))
+
+
+@pytest.mark.parametrize("model", ["assistant", "passthrough"])
+def test_models_keep_the_vllm_backend_contract(model: str) -> None:
+    config = (REPOSITORY / model / "config.pbtxt").read_text()
+    assert f'name: "{model}"' in config
+    assert 'backend: "python"' in config
+    assert "decoupled: true" in config
+    assert tensor_names(config, "input") == VLLM_BACKEND_INPUTS
+    assert tensor_names(config, "output") == {"text_output", "products"}
+
+
+def test_passthrough_runs_the_same_engine_settings() -> None:
+    assistant = REPOSITORY / "assistant" / "1" / "model.json"
+    passthrough = REPOSITORY / "passthrough" / "1" / "model.json"
+    assert passthrough.resolve() == assistant.resolve()

@@ -1,0 +1,43 @@
+"""The production Dockerfile cannot be built here (no Docker engine); check what it refers to exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+CONTAINER_DIR = Path(__file__).resolve().parents[2] / "container"
+DOCKERFILE = (CONTAINER_DIR / "Dockerfile").read_text()
+
+
+def test_base_image_is_the_neuron_vllm_image_for_inf2_and_trn1() -> None:
+    base = re.search(r"^ARG BASE_IMAGE=(\S+)$", DOCKERFILE, re.M)
+    assert base, "BASE_IMAGE must be pinned"
+    assert base.group(1) == (
+        "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.13.0-neuronx-py312-sdk2.28.0-ubuntu24.04"
+    )
+    assert "NEURON_SDK_VERSION=2.28.0" in DOCKERFILE
+
+
+def test_every_copied_path_exists_in_the_build_context() -> None:
+    sources = [
+        source
+        for line in re.findall(r"^COPY (.+)$", DOCKERFILE, re.M)
+        for source in line.split()[:-1]
+        if not source.startswith("--")
+    ]
+    assert sources
+    for source in sources:
+        assert (CONTAINER_DIR / source).exists(), source
+
+
+def test_every_pip_requirement_is_pinned() -> None:
+    for name in ("image.txt", "triton.txt", "serve.txt", "numpy.txt"):
+        for line in (CONTAINER_DIR / "requirements" / name).read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                assert re.fullmatch(r"[A-Za-z0-9_.\-\[\],]+==[0-9][0-9A-Za-z.+]*", line.strip()), (name, line)
+
+
+def test_entrypoint_and_ports() -> None:
+    assert 'ENTRYPOINT ["python3", "-m", "entrypoint.start"]' in DOCKERFILE
+    assert (CONTAINER_DIR / "entrypoint" / "start.py").is_file()
+    assert "EXPOSE 8000 8001 8002" in DOCKERFILE
