@@ -9,7 +9,6 @@ chunk by chunk, checking between chunks whether the client cancelled so the engi
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import json
 import locale
@@ -76,8 +75,6 @@ class StreamingModel:
         model_json = Path(args["model_repository"]) / args["model_version"] / "model.json"
         self.engine = EngineLoop(engine_settings(model_json, os.environ), str(model_json))
         self.metrics = ServingMetrics(pb_utils, self.model_name)
-        # Planning and retrieval are synchronous; they run beside the event loop, never on it.
-        self.steps_pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="steps")
 
     # ---- hooks for subclasses ----
     def load_steps(self) -> None:
@@ -116,7 +113,6 @@ class StreamingModel:
 
     def finalize(self) -> None:
         self.engine.stop()
-        self.steps_pool.shutdown(wait=False, cancel_futures=True)
 
     # ---- the request, on the engine loop ----
     async def _serve(self, sender, parsed, arrival: float) -> None:
@@ -127,9 +123,11 @@ class StreamingModel:
         in_flight, queue_depth = self.metrics.started()
         outcome, output_tokens, ttft_ms, prepared, prepare_ms = "failed", 0, None, None, None
         try:
-            loop = asyncio.get_running_loop()
             prepare_started = time.perf_counter()
-            prepared = await loop.run_in_executor(self.steps_pool, self.prepare, parsed.text)
+            # On the loop itself: plan + retrieve + prompt take ~0.2 ms (p99 0.4 ms, 5k products; the 1M
+            # index searches at p99 ~10 ms). Handing them to a thread cost ~10 ms at p50 under load: the
+            # result waits for the GIL, which the busy loop thread gives up only every switch interval.
+            prepared = self.prepare(parsed.text)
             prepare_ms = (time.perf_counter() - prepare_started) * 1000.0
             if sender.is_cancelled():  # gone while we planned and retrieved: never reaches the engine
                 outcome = "cancelled"
