@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 import jsii
-from aws_cdk import Aspects, Aws, Duration, IAspect
+from aws_cdk import Annotations, Aspects, Aws, Duration, IAspect
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
@@ -189,6 +189,8 @@ class FleetProps:
     model_name: str = "assistant"  # the EMF dimension the container publishes its metrics under
     # Capacity providers keep this share of the ASG busy with tasks; 100 means no idle spare hosts.
     target_capacity_percent: int = 100
+    # False when EC2 does not offer the type in the stack's region (settings/instances.py).
+    offered_in_region: bool = True
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,13 @@ class NeuronFleet(Construct):
         super().__init__(scope, id)
         self.props = props
         self.instance_type = props.instance.name
+        if not props.offered_in_region:
+            # Synth stays possible (planning, CI), but `cdk synth --strict` and every deploy show it.
+            Annotations.of(self).add_warning_v2(
+                "neuron-kit:instance-type-not-offered",
+                f"{self.instance_type} is not offered in this region per the AWS price list; "
+                "the fleet's hosts would not launch and the service would never become stable",
+            )
         self.auto_scaling_group = self._hosts(props, cluster)
         self.capacity_provider = ecs.AsgCapacityProvider(
             self,

@@ -1,26 +1,35 @@
-"""`python -m settings CONFIG`: validate a config file and summarize it, before any CDK code runs."""
+"""`python -m settings CONFIG [--strict]`: validate a config file and summarize it, before any CDK code
+runs. Warnings (what validates but would likely fail at deploy) go to stderr; --strict makes them errors,
+which is how `make deploy` runs it."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-from settings.loader import ConfigError, load_settings
+from settings.loader import ConfigError, load_config
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m settings CONFIG.yaml", file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(prog="python -m settings", description=__doc__.splitlines()[0])
+    parser.add_argument("config", help="the config file, e.g. config/default.yaml")
+    parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    args = parser.parse_args(argv)
     try:
-        settings = load_settings(argv[0])
+        loaded = load_config(args.config)
     except ConfigError as error:
         print(f"config error:\n{error}", file=sys.stderr)
         return 1
-    for name, region in settings.regions.items():
+    if loaded.warnings:
+        label = "config error (--strict)" if args.strict else "config warning"
+        print(f"{label}:\n" + "\n".join(loaded.warnings), file=sys.stderr)
+        if args.strict:
+            return 1
+    for name, region in loaded.settings.regions.items():
         fleets = ", ".join(
             f"{f.instance_type} x{f.min}-{f.max} (TP {f.tensor_parallel})" for f in region.fleets
         )
-        print(f"{argv[0]}: {name} weight {region.weight}: {fleets}")
+        print(f"{args.config}: {name} weight {region.weight}: {fleets}")
     return 0
 
 

@@ -22,6 +22,10 @@ class InstanceFacts:
     neuron_devices: int
     neuron_cores: int
     instance_store_gib: int  # 0: EBS only, weights and compiled artifacts go on a data volume instead
+    regions: frozenset[str] = frozenset()  # where EC2 offers the type (see OFFERED_IN)
+
+    def offered_in(self, region: str) -> bool:
+        return region in self.regions
 
     @property
     def device_paths(self) -> tuple[str, ...]:
@@ -37,16 +41,39 @@ class InstanceFacts:
         return tuple(d for d in range(1, self.neuron_cores + 1) if self.neuron_cores % d == 0)
 
 
+# Regions where EC2 offers each type, from the AWS price list as bundled with cfn-lint 1.58 (its
+# instance-type data); tests/settings/test_instances.py fails when a cfn-lint upgrade disagrees.
+# AWS adds regions over time: a fleet outside this list is a warning, an error only for `make deploy`.
+_INF2_REGIONS = frozenset(
+    {
+        "us-east-1",
+        "us-east-2",
+        "us-west-2",
+        "sa-east-1",
+        "eu-west-1",
+        "eu-west-2",
+        "eu-west-3",
+        "eu-central-1",
+        "eu-north-1",
+        "ap-south-1",
+        "ap-southeast-1",
+        "ap-southeast-2",
+        "ap-northeast-1",
+    }
+)
+_TRN1_REGIONS = frozenset({"us-east-1", "us-east-2", "us-west-2"})
+_TRN2_REGIONS = frozenset({"us-east-2", "ap-south-2"})
+
 # vCPU, memory, devices and instance store from the EC2 instance type pages; NeuronCores are 2 per
 # device on inf2/trn1 and 4 logical per device on trn2 with the default logical NeuronCore config (LNC=2).
 INSTANCES: dict[str, InstanceFacts] = {
     facts.name: facts
     for facts in (
-        InstanceFacts("inf2.8xlarge", NeuronFamily.INF2, 32, 128, 1, 2, 0),
-        InstanceFacts("inf2.24xlarge", NeuronFamily.INF2, 96, 384, 6, 12, 0),
-        InstanceFacts("inf2.48xlarge", NeuronFamily.INF2, 192, 768, 12, 24, 0),
-        InstanceFacts("trn1.2xlarge", NeuronFamily.TRN1, 8, 32, 1, 2, 474),
-        InstanceFacts("trn1.32xlarge", NeuronFamily.TRN1, 128, 512, 16, 32, 7600),
-        InstanceFacts("trn2.48xlarge", NeuronFamily.TRN2, 192, 2048, 16, 64, 7600),
+        InstanceFacts("inf2.8xlarge", NeuronFamily.INF2, 32, 128, 1, 2, 0, _INF2_REGIONS),
+        InstanceFacts("inf2.24xlarge", NeuronFamily.INF2, 96, 384, 6, 12, 0, _INF2_REGIONS),
+        InstanceFacts("inf2.48xlarge", NeuronFamily.INF2, 192, 768, 12, 24, 0, _INF2_REGIONS),
+        InstanceFacts("trn1.2xlarge", NeuronFamily.TRN1, 8, 32, 1, 2, 474, _TRN1_REGIONS),
+        InstanceFacts("trn1.32xlarge", NeuronFamily.TRN1, 128, 512, 16, 32, 7600, _TRN1_REGIONS),
+        InstanceFacts("trn2.48xlarge", NeuronFamily.TRN2, 192, 2048, 16, 64, 7600, _TRN2_REGIONS),
     )
 }

@@ -235,13 +235,29 @@ def validation_messages(error: ValidationError, merged: Any, documents: list[Doc
     return messages
 
 
-def load_settings(path: str | Path) -> Settings:
+@dataclass(frozen=True)
+class LoadedConfig:
+    settings: Settings
+    warnings: tuple[str, ...]  # "file:line: key.path: message", like errors, for what may fail at deploy
+
+
+def load_config(path: str | Path) -> LoadedConfig:
     """Read, merge and validate a config file; raises ConfigError naming every problem found."""
     documents = load_documents(Path(path))
     data: Any = {}
     for document in reversed(documents):
         data = merge(data, document.data)
     try:
-        return Settings.model_validate(data)
+        settings = Settings.model_validate(data)
     except ValidationError as error:
         raise ConfigError("\n".join(validation_messages(error, data, documents))) from None
+    warnings = []
+    for loc, message in settings.warnings():
+        source, line = _line_of(loc, data, documents)
+        where = f"{source}:{line}" if line else str(source)
+        warnings.append(f"{where}: {format_path(_semantic(loc, data))}: {message}")
+    return LoadedConfig(settings, tuple(warnings))
+
+
+def load_settings(path: str | Path) -> Settings:
+    return load_config(path).settings

@@ -294,6 +294,22 @@ class Settings(StrictModel):
         decode = self.model.max_output_tokens / self.serving.min_decode_tokens_per_second
         return self.serving.prefill_budget_seconds + math.ceil(decode)
 
+    def warnings(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """(key path, message) for what validates but will likely fail at deploy time."""
+        found: list[tuple[tuple[str | int, ...], str]] = []
+        for name, region in self.regions.items():
+            for index, fleet in enumerate(region.fleets):
+                if not fleet.instance.offered_in(name):
+                    offered = ", ".join(sorted(fleet.instance.regions))
+                    found.append(
+                        (
+                            ("regions", name, "fleets", index, "instance_type"),
+                            f"{fleet.instance_type} is not offered in {name} per the AWS price list "
+                            f"(offered in {offered}); its hosts would not launch there",
+                        )
+                    )
+        return found
+
     def availability_zones(self, region: str) -> list[str]:
         configured = self.regions[region].availability_zones
         return list(configured) if configured else [f"{region}{letter}" for letter in "abc"]

@@ -101,10 +101,11 @@ def engine_environment(settings: Settings) -> tuple[tuple[str, str], ...]:
     )
 
 
-def fleet_props(settings: Settings, fleet: FleetConfig) -> FleetProps:
+def fleet_props(settings: Settings, region: str, fleet: FleetConfig) -> FleetProps:
     serving = settings.serving
     return FleetProps(
         instance=fleet.instance,
+        offered_in_region=fleet.instance.offered_in(region),
         tensor_parallel=fleet.tensor_parallel,
         min_hosts=fleet.min,
         max_hosts=fleet.max,

@@ -44,7 +44,7 @@ class RegionalServing(Stack):
             NeuronFleet(
                 self,
                 f"Fleet-{fleet.instance_type}",
-                props=props.fleet_props(settings, fleet),
+                props=props.fleet_props(settings, region, fleet),
                 cluster=cluster,
                 targets=targets,
                 task_role=model_store.task_role,

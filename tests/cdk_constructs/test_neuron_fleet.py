@@ -6,7 +6,7 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Annotations, Match, Template
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -368,3 +368,15 @@ def test_asset_image_is_built_from_the_folder(stack, vpc, tmp_path):
     (tmp_path / "Dockerfile").write_text("FROM scratch\n")
     _, template = build(stack, vpc, _props(image=ImageSource(asset_directory=str(tmp_path))))
     assert "cdk-hnb659fds-container-assets" in json.dumps(_container(template)["Image"])
+
+
+def test_fleet_of_a_type_ec2_does_not_offer_in_the_region_warns_at_synth(stack, vpc) -> None:
+    build(stack, vpc, _props("trn1.32xlarge", offered_in_region=False))
+    Annotations.from_stack(stack).has_warning(
+        "/Test/Fleet", Match.string_like_regexp("trn1.32xlarge is not offered in this region")
+    )
+
+
+def test_fleet_of_an_offered_type_synthesizes_without_warnings(stack, vpc) -> None:
+    build(stack, vpc, _props())
+    Annotations.from_stack(stack).has_no_warning("*", Match.any_value())

@@ -34,3 +34,27 @@ def test_only_trainium_has_instance_store() -> None:
         "trn1.32xlarge",
         "trn2.48xlarge",
     }
+
+
+def test_regions_agree_with_the_aws_price_list_bundled_in_cfn_lint() -> None:
+    """The catalog's regions are a snapshot: a cfn-lint upgrade with newer AWS data fails here first."""
+    import json
+    from pathlib import Path
+
+    from cfnlint.data.schemas.extensions import aws_ec2_instance
+
+    from settings.regions import KNOWN_REGIONS
+
+    enum_file = Path(aws_ec2_instance.__file__).with_name("instancetype_enum.json")
+    by_region = json.loads(enum_file.read_text())
+    for name, facts in INSTANCES.items():
+        price_list = {
+            region for region, types in by_region.items() if region in KNOWN_REGIONS and name in types["enum"]
+        }
+        assert facts.regions == price_list, name
+
+
+def test_offered_in_tells_where_hosts_can_launch() -> None:
+    assert INSTANCES["trn1.32xlarge"].offered_in("us-west-2")
+    assert not INSTANCES["trn1.32xlarge"].offered_in("eu-west-1")
+    assert INSTANCES["inf2.48xlarge"].offered_in("eu-west-1")

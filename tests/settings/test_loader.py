@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from settings import ConfigError, load_settings
 from settings.__main__ import main as validate_main
-from settings.loader import merge
+from settings.loader import load_config, merge
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -289,6 +289,40 @@ def test_cli_exits_non_zero_with_message_and_no_traceback(
     captured = capsys.readouterr()
     assert "min (3) is above max (2)" in captured.err
     assert "Traceback" not in captured.err
+
+
+def test_a_fleet_where_ec2_does_not_offer_its_type_is_a_warning_with_file_and_line(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        MINIMAL.replace("us-east-1", "eu-west-1")
+        .replace("inf2.48xlarge", "trn1.32xlarge")
+        .replace("tensor_parallel: 24", "tensor_parallel: 32"),
+    )
+    loaded = load_config(path)
+    assert loaded.settings.regions["eu-west-1"].fleets[0].instance_type == "trn1.32xlarge"
+    assert loaded.warnings == (
+        f"{path}:7: regions.eu-west-1.fleets[instance_type=trn1.32xlarge].instance_type: trn1.32xlarge is "
+        "not offered in eu-west-1 per the AWS price list (offered in us-east-1, us-east-2, us-west-2); "
+        "its hosts would not launch there",
+    )
+    assert load_config(write(tmp_path, MINIMAL, "fine.yaml")).warnings == ()
+
+
+def test_cli_prints_warnings_and_fails_on_them_only_when_strict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(
+        tmp_path,
+        MINIMAL.replace("us-east-1", "eu-west-1")
+        .replace("inf2.48xlarge", "trn1.32xlarge")
+        .replace("tensor_parallel: 24", "tensor_parallel: 32"),
+    )
+    assert validate_main([str(path)]) == 0
+    assert "config warning:" in capsys.readouterr().err
+    assert validate_main([str(path), "--strict"]) == 1
+    captured = capsys.readouterr()
+    assert "config error (--strict):" in captured.err and "not offered in eu-west-1" in captured.err
+    assert captured.out == ""
 
 
 def test_cli_summarizes_a_good_config(capsys: pytest.CaptureFixture[str]) -> None:

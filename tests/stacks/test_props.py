@@ -48,7 +48,7 @@ def test_image_comes_from_config_per_family_else_from_the_container_folder(overl
 
 def test_fleet_props_carry_the_config(settings):
     fleet = settings.regions["us-east-1"].fleets[1]
-    built = props.fleet_props(settings, fleet)
+    built = props.fleet_props(settings, "us-east-1", fleet)
     assert (built.instance.name, built.tensor_parallel, built.min_hosts, built.max_hosts) == (
         "trn1.32xlarge",
         32,
@@ -61,6 +61,8 @@ def test_fleet_props_carry_the_config(settings):
     assert environment["ENGINE_MAX_NUM_SEQS"] == "32"
     assert environment["ASSISTANT_MAX_TOKENS_LIMIT"] == "1024"
     assert built.target_requests_in_flight == 24
+    assert built.offered_in_region
+    assert not props.fleet_props(settings, "eu-west-1", fleet).offered_in_region
 
 
 def test_zones_and_nat_gateways_follow_the_seeded_zones(overlay):
