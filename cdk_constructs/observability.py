@@ -23,7 +23,8 @@ class ObservabilityProps:
     dashboard_name: str
     degraded_alarm_name: str
     metrics_namespace: str
-    # The container's EMF dimension set is {"Model": <Triton model name>}: one series per region.
+    # The container's EMF dimension sets are {Model} (one series per region, which the alarms watch) and
+    # {Model, InstanceType} (one per fleet, for the dashboard).
     model_name: str
     ttft_p99_threshold_ms: int
     alarm_email: str | None = None
@@ -49,13 +50,18 @@ def model_metric(namespace: str, model_name: str, name: str, statistic: str) -> 
     )
 
 
-def ttft_metric(namespace: str, model_name: str, statistic: str) -> cloudwatch.Metric:
-    """Time to first token as the container measures it (milliseconds). The ALB's TargetResponseTime ends
-    at the first header, before any token, so it cannot stand in."""
+def ttft_metric(
+    namespace: str, model_name: str, statistic: str, instance_type: str | None = None
+) -> cloudwatch.Metric:
+    """Time to first token as the container measures it (milliseconds), for the region or one fleet. The
+    ALB's TargetResponseTime ends at the first header, before any token, so it cannot stand in."""
+    dimensions = {"Model": model_name}
+    if instance_type:
+        dimensions["InstanceType"] = instance_type
     return cloudwatch.Metric(
         namespace=namespace,
         metric_name="TimeToFirstToken",
-        dimensions_map={"Model": model_name},
+        dimensions_map=dimensions,
         statistic=statistic,
         period=Duration.minutes(1),
         unit=cloudwatch.Unit.MILLISECONDS,
@@ -146,13 +152,27 @@ class ServingObservability(Construct):
             ),
         )
         self.dashboard.add_widgets(
+            # One balancer feeds every fleet by least outstanding requests: a slower fleet shows here first.
+            cloudwatch.GraphWidget(
+                title="Time to first token p99 per fleet (ms)",
+                left=[
+                    ttft_metric(props.metrics_namespace, props.model_name, "p99", fleet.instance_type).with_(
+                        label=fleet.instance_type
+                    )
+                    for fleet in fleets
+                ],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(value=props.ttft_p99_threshold_ms, label="p99 target")
+                ],
+                width=8,
+            ),
             cloudwatch.GraphWidget(
                 title="Per fleet: running serving tasks (left), hosts in service (right)",
                 left=[fleet.running_tasks.with_(label=f"{fleet.instance_type} tasks") for fleet in fleets],
                 right=[
                     fleet.hosts_in_service.with_(label=f"{fleet.instance_type} hosts") for fleet in fleets
                 ],
-                width=12,
+                width=8,
             ),
             cloudwatch.GraphWidget(
                 title="ALB: requests, 5xx and active connections",
@@ -166,7 +186,7 @@ class ServingObservability(Construct):
                     ),
                 ],
                 right=[load_balancer.metrics.active_connection_count(period=Duration.minutes(1))],
-                width=12,
+                width=8,
             ),
         )
         self.dashboard.add_widgets(

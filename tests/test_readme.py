@@ -19,7 +19,10 @@ def makefile_targets() -> set[str]:
 
 @pytest.mark.parametrize("readme", READMES, ids=lambda path: str(path.relative_to(ROOT)))
 def test_every_make_command_shown_is_a_target(readme: Path) -> None:
-    shown = set(re.findall(r"\bmake ([a-z][a-z-]*)", readme.read_text()))
+    text = readme.read_text()
+    fenced = "\n".join(text.split("```")[1::2])
+    commands = re.findall(r"`(make [^`]*)`", text) + re.findall(r"^\$? ?(make .*)$", fenced, re.MULTILINE)
+    shown = {command.split()[1] for command in commands}
     assert shown, f"{readme} shows no make command"
     assert shown <= makefile_targets(), f"not in the Makefile: {sorted(shown - makefile_targets())}"
 

@@ -139,9 +139,16 @@ def emf_record(
     metrics: Sequence[MetricValue],
     timestamp_ms: int,
     properties: Mapping[str, Any] | None = None,
+    dimension_sets: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, Any]:
-    """One EMF document: every metric under one dimension set made of all `dimensions` (which may be empty).
-    `properties` are extra searchable members (request id, intent) that do not become metrics."""
+    """One EMF document: every metric under each of `dimension_sets` (names drawn from `dimensions`), by
+    default one set made of all `dimensions` (which may be empty). `properties` are extra searchable
+    members (request id, intent) that do not become metrics."""
+    sets = [list(dimensions)] if dimension_sets is None else [list(names) for names in dimension_sets]
+    for number, names in enumerate(sets):
+        unknown = [name for name in names if name not in dimensions]
+        if unknown:
+            raise EmfError(f"dimension_sets[{number}]: {unknown[0]!r} is not one of the dimensions")
     record: dict[str, Any] = {}
     for key, value in (properties or {}).items():
         record[key] = value
@@ -158,7 +165,7 @@ def emf_record(
         "CloudWatchMetrics": [
             {
                 "Namespace": namespace,
-                "Dimensions": [list(dimensions)],
+                "Dimensions": sets,
                 "Metrics": [{"Name": metric.name, "Unit": metric.unit} for metric in metrics],
             }
         ],
@@ -177,6 +184,7 @@ def request_metrics_record(
     namespace: str | None = None,
     timestamp_ms: int | None = None,
     properties: Mapping[str, Any] | None = None,
+    dimension_sets: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """The record for one finished request. ttft_ms is None when no token was produced (error, cancel
     before the first token): a missing datapoint, not a zero that would flatter the percentiles."""
@@ -194,7 +202,24 @@ def request_metrics_record(
         metrics=metrics,
         timestamp_ms=int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
         properties=properties,
+        dimension_sets=dimension_sets,
     )
+
+
+INSTANCE_TYPE_ENV = "INSTANCE_TYPE"
+
+
+def serving_dimensions(
+    model_name: str, environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], list[list[str]]]:
+    """Dimensions and dimension sets of the per-request metrics: per model (the region's series, which the
+    alarms watch) and, where the task names its instance type, per model and fleet, so a dashboard can
+    tell inf2 from trn1 behind the same load balancer."""
+    environ = os.environ if environ is None else environ
+    instance_type = environ.get(INSTANCE_TYPE_ENV, "").strip()
+    if not instance_type:
+        return {"Model": model_name}, [["Model"]]
+    return {"Model": model_name, "InstanceType": instance_type}, [["Model"], ["Model", "InstanceType"]]
 
 
 def emf_line(record: Mapping[str, Any]) -> str:

@@ -122,6 +122,8 @@ class TritonServer:
     ports: Ports = field(default_factory=lambda: Ports(*DEFAULT_PORTS))
     models: Sequence[str] = ("assistant",)
     log_to_console: bool = False
+    # Set on top of the computed environment, as a task definition would (e.g. INSTANCE_TYPE).
+    extra_environment: Mapping[str, str] = field(default_factory=dict)
     process: subprocess.Popen | None = None
 
     def __post_init__(self) -> None:
@@ -137,6 +139,7 @@ class TritonServer:
         backends = install.lay_out_backends(self.work_dir / "backends")
         command = server_command(install, backends, self.ports, self.models, self.shm_prefix)
         env = server_environment(os.environ, install, model_dir=self.model_dir, index_dir=self.index_dir)
+        env.update(self.extra_environment)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         log = None if self.log_to_console else self.log_path.open("wb")
         self._shm_before = set(SHM_DIR.glob("psm_*"))

@@ -70,7 +70,10 @@ class StreamingModel:
             raise pb_utils.TritonModelException(
                 f"{self.model_name}: config.pbtxt must make the model decoupled"
             )
+        from assistant.metrics import serving_dimensions
+
         self.limits = RequestLimits.from_env()
+        self.emf_dimensions, self.emf_dimension_sets = serving_dimensions(self.model_name)
         self.load_steps()  # fail fast (e.g. a missing index) before the minutes-long engine start
         model_json = Path(args["model_repository"]) / args["model_version"] / "model.json"
         self.engine = EngineLoop(engine_settings(model_json, os.environ), str(model_json))
@@ -223,7 +226,8 @@ class StreamingModel:
             in_flight=in_flight,
             queue_depth=queue_depth,
             ttft_ms=ttft_ms,
-            dimensions={"Model": self.model_name},
+            dimensions=self.emf_dimensions,
+            dimension_sets=self.emf_dimension_sets,
             properties={
                 "RequestId": request_id,
                 "Outcome": outcome,

@@ -64,6 +64,21 @@ def test_dashboard_shows_ttft_p50_and_p99_of_the_containers_emf_metric(template)
         assert f'"stat":"{statistic}"' in body
 
 
+def test_dashboard_shows_ttft_p99_per_fleet_from_the_fleet_dimension_set(template):
+    body = _dashboard_body(template)
+    assert (
+        '"LLMServing","TimeToFirstToken","InstanceType","inf2.48xlarge","Model","assistant",'
+        '{"label":"inf2.48xlarge","period":60,"stat":"p99"}' in body
+    )
+
+
+def test_alarm_watches_the_region_series_not_a_fleet(template):
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {"MetricName": "TimeToFirstToken", "Dimensions": [{"Name": "Model", "Value": "assistant"}]},
+    )
+
+
 def test_dashboard_shows_output_tokens_in_flight_and_balancer_metrics(template):
     body = _dashboard_body(template)
     for metric in (

@@ -20,6 +20,8 @@ from local.triton_server import ServerError, TritonServer, free_ports
 TEST_ASSETS_DIR = REPO_DIR / "build" / "test-assets"
 TEST_PRODUCTS = 2_000
 SERVER_START_TIMEOUT_S = 600.0
+# What the task definition sets on a host; here it only labels the per-fleet metric series.
+TEST_INSTANCE_TYPE = "local-cpu"
 
 
 @pytest.fixture(scope="session")
@@ -35,6 +37,7 @@ def triton(demo_assets: DemoAssets, tmp_path_factory: pytest.TempPathFactory) ->
         work_dir=tmp_path_factory.mktemp("triton"),
         ports=free_ports(),
         models=("assistant",),
+        extra_environment={"INSTANCE_TYPE": TEST_INSTANCE_TYPE},
     )
     engine_shm_before = set(Path("/dev/shm").glob("psm_*"))
     try:

@@ -16,6 +16,7 @@ from assistant.metrics import (
     emf_record,
     namespace_from_env,
     request_metrics_record,
+    serving_dimensions,
     validate_emf,
 )
 
@@ -62,6 +63,25 @@ def test_request_record_follows_the_emf_layout() -> None:
             ],
         },
     }
+
+
+def test_one_line_publishes_per_model_and_per_fleet_series() -> None:
+    record = _record(dimension_sets=[["Model"], ["Model", "InstanceType"]])
+    assert record["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["Model"], ["Model", "InstanceType"]]
+    validate_emf(record)
+
+
+def test_a_dimension_set_may_only_name_known_dimensions() -> None:
+    with pytest.raises(EmfError, match=r"dimension_sets\[1\]: 'Fleet' is not one of the dimensions"):
+        _record(dimension_sets=[["Model"], ["Model", "Fleet"]])
+
+
+def test_serving_dimensions_add_the_fleet_only_where_the_task_names_it() -> None:
+    assert serving_dimensions("assistant", {}) == ({"Model": "assistant"}, [["Model"]])
+    assert serving_dimensions("assistant", {"INSTANCE_TYPE": " inf2.48xlarge "}) == (
+        {"Model": "assistant", "InstanceType": "inf2.48xlarge"},
+        [["Model"], ["Model", "InstanceType"]],
+    )
 
 
 def test_no_first_token_means_no_ttft_datapoint() -> None:

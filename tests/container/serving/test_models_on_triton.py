@@ -13,7 +13,7 @@ import pytest
 
 from local.client import StreamingClient
 from local.triton_server import ServerError, TritonServer, free_ports
-from tests.container.conftest import emf_lines, read_metrics
+from tests.container.conftest import TEST_INSTANCE_TYPE, emf_lines, read_metrics
 
 pytestmark = pytest.mark.serving
 
@@ -202,6 +202,8 @@ def test_each_request_logs_an_emf_line(triton: TritonServer) -> None:
     record = records[-1]
     directive = record["_aws"]["CloudWatchMetrics"][0]
     assert directive["Namespace"] == "LLMServing"
+    assert directive["Dimensions"] == [["Model"], ["Model", "InstanceType"]]
+    assert (record["Model"], record["InstanceType"]) == ("assistant", TEST_INSTANCE_TYPE)
     assert {m["Name"] for m in directive["Metrics"]} >= {
         "TimeToFirstToken",
         "OutputTokens",
