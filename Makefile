@@ -54,6 +54,7 @@ test-infra: venv node
 
 lint: venv synth
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/cfn-lint cdk.out/*.template.json
 	$(VENV)/bin/hadolint container/Dockerfile
 
