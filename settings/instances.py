@@ -22,7 +22,7 @@ class InstanceFacts:
     neuron_devices: int
     neuron_cores: int
     instance_store_gib: int  # 0: EBS only, weights and compiled artifacts go on a data volume instead
-    regions: frozenset[str] = frozenset()  # where EC2 offers the type (see OFFERED_IN)
+    regions: frozenset[str] = frozenset()  # where EC2 offers the type (the *_REGIONS sets below)
 
     def offered_in(self, region: str) -> bool:
         return region in self.regions

@@ -224,14 +224,19 @@ def _line_of(loc: KeyPath, merged: Any, documents: list[Document]) -> tuple[Path
     return documents[0].path, None
 
 
+def _located(loc: KeyPath, message: str, merged: Any, documents: list[Document]) -> str:
+    """'file:line: key.path: message', the one form of every error and warning."""
+    source, line = _line_of(loc, merged, documents)
+    where = f"{source}:{line}" if line else str(source)
+    return f"{where}: {format_path(_semantic(loc, merged))}: {message}"
+
+
 def validation_messages(error: ValidationError, merged: Any, documents: list[Document]) -> list[str]:
     messages = []
     for item in error.errors():
         loc: KeyPath = tuple(item["loc"])
-        source, line = _line_of(loc, merged, documents)
-        where = f"{source}:{line}" if line else str(source)
         described = _describe(dict(item), _known_keys(Settings, loc))
-        messages.append(f"{where}: {format_path(_semantic(loc, merged))}: {described}")
+        messages.append(_located(loc, described, merged, documents))
     return messages
 
 
@@ -251,12 +256,8 @@ def load_config(path: str | Path) -> LoadedConfig:
         settings = Settings.model_validate(data)
     except ValidationError as error:
         raise ConfigError("\n".join(validation_messages(error, data, documents))) from None
-    warnings = []
-    for loc, message in settings.warnings():
-        source, line = _line_of(loc, data, documents)
-        where = f"{source}:{line}" if line else str(source)
-        warnings.append(f"{where}: {format_path(_semantic(loc, data))}: {message}")
-    return LoadedConfig(settings, tuple(warnings))
+    warnings = tuple(_located(loc, message, data, documents) for loc, message in settings.warnings())
+    return LoadedConfig(settings, warnings)
 
 
 def load_settings(path: str | Path) -> Settings:

@@ -94,7 +94,3 @@ class ServingMetrics:
     def rejected(self) -> None:
         with self._lock:
             self._outcomes["rejected"].increment(1)
-
-    def engine_unfinished(self, count: int) -> None:
-        with self._lock:
-            self._engine_gauge.set(count)

@@ -25,6 +25,13 @@ regions:
       - {instance_type: inf2.48xlarge, tensor_parallel: 24, min: 1, max: 2}
 """
 
+# Valid, but EC2 offers no Trn1 in eu-west-1: a warning, not an error.
+TRN1_IN_EU_WEST_1 = (
+    MINIMAL.replace("us-east-1", "eu-west-1")
+    .replace("inf2.48xlarge", "trn1.32xlarge")
+    .replace("tensor_parallel: 24", "tensor_parallel: 32")
+)
+
 
 def write(tmp_path: Path, text: str, name: str = "config.yaml") -> Path:
     path = tmp_path / name
@@ -292,12 +299,7 @@ def test_cli_exits_non_zero_with_message_and_no_traceback(
 
 
 def test_a_fleet_where_ec2_does_not_offer_its_type_is_a_warning_with_file_and_line(tmp_path: Path) -> None:
-    path = write(
-        tmp_path,
-        MINIMAL.replace("us-east-1", "eu-west-1")
-        .replace("inf2.48xlarge", "trn1.32xlarge")
-        .replace("tensor_parallel: 24", "tensor_parallel: 32"),
-    )
+    path = write(tmp_path, TRN1_IN_EU_WEST_1)
     loaded = load_config(path)
     assert loaded.settings.regions["eu-west-1"].fleets[0].instance_type == "trn1.32xlarge"
     assert loaded.warnings == (
@@ -311,12 +313,7 @@ def test_a_fleet_where_ec2_does_not_offer_its_type_is_a_warning_with_file_and_li
 def test_cli_prints_warnings_and_fails_on_them_only_when_strict(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = write(
-        tmp_path,
-        MINIMAL.replace("us-east-1", "eu-west-1")
-        .replace("inf2.48xlarge", "trn1.32xlarge")
-        .replace("tensor_parallel: 24", "tensor_parallel: 32"),
-    )
+    path = write(tmp_path, TRN1_IN_EU_WEST_1)
     assert validate_main([str(path)]) == 0
     assert "config warning:" in capsys.readouterr().err
     assert validate_main([str(path), "--strict"]) == 1
