@@ -22,8 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "container"))
 
-from assistant.plan import plan_query
-from assistant.prompt import build_prompt
+from assistant.prepare import prepare_request
 from assistant.retrieve import ProductIndex
 from local.client import StreamingClient, StreamResult
 from local.demo_assets import ensure_demo_assets
@@ -89,11 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     index = ProductIndex.open(assets.index_dir)
 
     def full_prompt(question: str) -> str:
-        plan = plan_query(question)
-        products = (
-            index.search(plan.search_query, plan.top_k, max_price=plan.max_price) if plan.retrieve else []
-        )
-        return build_prompt(question, plan, products)
+        return prepare_request(question, index).prompt
 
     variants = {
         "assistant": ("assistant", lambda q: q),

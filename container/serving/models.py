@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from serving.streaming_model import PreparedRequest, StreamingModel
+from assistant.prepare import PreparedRequest, prepare_request
+from serving.streaming_model import StreamingModel
 
 INDEX_DIR_VARIABLE = "ASSISTANT_INDEX_DIR"
 
@@ -29,20 +30,7 @@ class AssistantModel(StreamingModel):
             raise ModelLoadError(f"{self.model_name}: cannot open the catalog index: {err}") from None
 
     def prepare(self, text: str) -> PreparedRequest:
-        from assistant.plan import plan_query
-        from assistant.prompt import build_prompt
-
-        plan = plan_query(text)
-        products = (
-            self.index.search(plan.search_query, plan.top_k, max_price=plan.max_price)
-            if plan.retrieve
-            else []
-        )
-        return PreparedRequest(
-            prompt=build_prompt(text, plan, products),
-            products=[product.card() for product in products],
-            intent=str(plan.intent),
-        )
+        return prepare_request(text, self.index)
 
 
 class PassthroughModel(StreamingModel):

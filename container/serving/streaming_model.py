@@ -16,26 +16,17 @@ import logging
 import os
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from assistant.prepare import PreparedRequest
 from serving.engine_settings import engine_settings
 
 logger = logging.getLogger(__name__)
 
 INPUTS = ("text_input", "stream", "sampling_parameters", "exclude_input_in_output")
-
-
-@dataclass(frozen=True)
-class PreparedRequest:
-    """What the engine runs and what travels beside the text: the prompt and the product cards."""
-
-    prompt: str
-    products: list[dict[str, object]] = field(default_factory=list)
-    intent: str = ""
 
 
 def read_inputs(pb_utils, request) -> dict[str, Any]:

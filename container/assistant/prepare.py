@@ -1,0 +1,32 @@
+"""plan -> retrieve -> prompt: what the engine runs for one question, and the product cards beside it.
+
+One function for the Triton model and the serving benchmark, so the benchmark's same-prompt baseline is
+exactly what the model builds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from assistant.plan import plan_query
+from assistant.prompt import build_prompt
+from assistant.retrieve import ProductIndex
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """What the engine runs and what travels beside the text: the prompt and the product cards."""
+
+    prompt: str
+    products: list[dict[str, object]] = field(default_factory=list)
+    intent: str = ""
+
+
+def prepare_request(text: str, index: ProductIndex) -> PreparedRequest:
+    plan = plan_query(text)
+    products = index.search(plan.search_query, plan.top_k, max_price=plan.max_price) if plan.retrieve else []
+    return PreparedRequest(
+        prompt=build_prompt(text, plan, products),
+        products=[product.card() for product in products],
+        intent=str(plan.intent),
+    )
