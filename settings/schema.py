@@ -86,6 +86,15 @@ class FleetConfig(StrictModel):
     def instance(self) -> InstanceFacts:
         return INSTANCES[self.instance_type]
 
+    @property
+    def engine_replicas(self) -> int:
+        """Engines per host: each takes tensor_parallel NeuronCores of its own, so none sit idle."""
+        return self.instance.neuron_cores // self.tensor_parallel
+
+    def serving_slots(self, max_num_seqs: int) -> int:
+        """Sequences one host serves at once: what scaling and routing count as a host's capacity."""
+        return self.engine_replicas * max_num_seqs
+
 
 class RegionConfig(StrictModel):
     weight: Annotated[int, Field(ge=0, le=255)]  # Route 53 weights are 0-255

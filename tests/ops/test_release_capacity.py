@@ -156,6 +156,6 @@ def test_cli_releases_every_configured_region(aws, capsys):
     assert main(["config/default.yaml", "--yes", "--timeout", "5"]) == 0
     assert _group(aws, group)["Instances"] == []
     output = capsys.readouterr().out
-    for region in ("us-east-1", "us-west-2", "eu-west-1"):
+    for region in ("us-east-1", "us-west-2", "us-east-2"):
         assert f"{region}:" in output
     assert "us-east-1: 1 services and 1 host groups set to zero, 3 hosts unprotected" in output

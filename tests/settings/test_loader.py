@@ -199,11 +199,13 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
 
 def test_default_config_has_three_regions_with_inf2_and_trn1() -> None:
     settings = load_settings(REPO / "config" / "default.yaml")
-    assert list(settings.regions) == ["us-east-1", "us-west-2", "eu-west-1"]
+    assert list(settings.regions) == ["us-east-1", "us-west-2", "us-east-2"]
+    for name in settings.regions:
+        assert settings.warnings() == [], name  # every default fleet is offered where it runs
     for region in settings.regions.values():
         assert [(f.instance_type, f.tensor_parallel) for f in region.fleets] == [
-            ("inf2.48xlarge", 24),
-            ("trn1.32xlarge", 32),
+            ("inf2.48xlarge", 8),
+            ("trn1.32xlarge", 8),
         ]
 
 
@@ -324,7 +326,7 @@ def test_cli_prints_warnings_and_fails_on_them_only_when_strict(
 
 def test_cli_summarizes_a_good_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert validate_main([str(REPO / "config" / "default.yaml")]) == 0
-    assert "us-east-1 weight 50: inf2.48xlarge x2-20 (TP 24)" in capsys.readouterr().out
+    assert "us-east-1 weight 50: inf2.48xlarge x2-20 (TP 8)" in capsys.readouterr().out
 
 
 json_values = st.recursive(

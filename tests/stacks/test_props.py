@@ -51,7 +51,7 @@ def test_fleet_props_carry_the_config(settings):
     built = props.fleet_props(settings, "us-east-1", fleet)
     assert (built.instance.name, built.tensor_parallel, built.min_hosts, built.max_hosts) == (
         "trn1.32xlarge",
-        32,
+        8,
         1,
         10,
     )
@@ -62,20 +62,21 @@ def test_fleet_props_carry_the_config(settings):
     assert environment["ASSISTANT_MAX_TOKENS_LIMIT"] == "1024"
     assert built.target_requests_in_flight == 24
     assert built.offered_in_region
-    assert not props.fleet_props(settings, "eu-west-1", fleet).offered_in_region
+    assert not props.fleet_props(settings, "eu-west-1", fleet).offered_in_region  # no Trn1 there
+    assert fleet.engine_replicas == 4 and fleet.serving_slots(32) == 128
 
 
 def test_zones_and_nat_gateways_follow_the_seeded_zones(overlay):
-    settings = overlay("regions:\n  eu-west-1:\n    availability_zones: [eu-west-1a, eu-west-1b]\n")
-    assert props.network_props(settings, "eu-west-1").zones == 2
-    assert props.network_props(settings, "eu-west-1").nat_gateways == 2
+    settings = overlay("regions:\n  us-east-2:\n    availability_zones: [us-east-2a, us-east-2b]\n")
+    assert props.network_props(settings, "us-east-2").zones == 2
+    assert props.network_props(settings, "us-east-2").nat_gateways == 2
     assert props.network_props(settings, "us-east-1").cidr == "10.0.0.0/16"
 
 
 def test_names_are_known_from_config_alone(settings):
-    assert props.stack_name(settings, "eu-west-1") == "shopping-assistant-eu-west-1"
-    assert props.degraded_alarm_name(settings, "eu-west-1") == "shopping-assistant-eu-west-1-region-degraded"
-    observability = props.observability_props(settings, "eu-west-1")
+    assert props.stack_name(settings, "us-east-2") == "shopping-assistant-us-east-2"
+    assert props.degraded_alarm_name(settings, "us-east-2") == "shopping-assistant-us-east-2-region-degraded"
+    observability = props.observability_props(settings, "us-east-2")
     assert observability.model_name == "assistant"
     assert observability.metrics_namespace == "LLMServing"
 

@@ -119,6 +119,6 @@ def _normalized(template):
     return json.loads(ASSET_HASH.sub("<asset-hash>", json.dumps(template, sort_keys=True)))
 
 
-@pytest.mark.parametrize("region", ["us-east-1", "us-west-2", "eu-west-1"])
-def test_stack_matches_snapshot(templates, snapshot, region):
-    assert _normalized(templates[region]) == snapshot.use_extension(JSONSnapshotExtension)
+def test_stack_matches_snapshot(templates, snapshot):
+    # One region: the others differ by region name and CIDR only, which the fine-grained tests cover.
+    assert _normalized(templates["us-east-1"]) == snapshot.use_extension(JSONSnapshotExtension)
