@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aws_cdk import CfnResource, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
@@ -44,6 +45,7 @@ class ServingNetwork(Construct):
             service=ec2.GatewayVpcEndpointAwsService.S3,
             subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
         )
+        self._quiet_default_security_group_provider()
         self.vpc.add_flow_log(
             "FlowLogs",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(logs.log_group("FlowLogGroup")),
@@ -70,6 +72,15 @@ class ServingNetwork(Construct):
                     treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                 )
             )
+
+    def _quiet_default_security_group_provider(self) -> None:
+        """The restrictDefaultSecurityGroup flag strips the default security group's rules through a
+        CDK-owned custom resource; its handler carries a DependsOn that its GetAtt already implies, which
+        cfn-lint reports (W3005). The template is CDK's, so the finding is silenced there alone."""
+        provider = Stack.of(self).node.try_find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+        handler = provider.node.try_find_child("Handler") if provider else None
+        if isinstance(handler, CfnResource):
+            handler.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
 
     def _nat_gateway_ids(self) -> list[str]:
         ids = []

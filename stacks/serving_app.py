@@ -8,20 +8,16 @@ from aws_cdk import App, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from settings.schema import Settings
+from stacks.feature_flags import feature_flags
 from stacks.props import stack_name
 from stacks.regional_serving import RegionalServing
 
-# Feature flags the stacks rely on, set in code so `cdk synth` and the tests build the same templates.
-FEATURE_FLAGS: dict[str, Any] = {
-    # An ECS service without an explicit desired count leaves it out of the template, so a redeploy does
-    # not reset what service auto scaling chose.
-    "@aws-cdk/aws-ecs:removeDefaultDesiredCount": True,
-}
-
 
 def app_context(settings: Settings) -> dict[str, Any]:
-    """Availability zones per region, seeded so synth never asks AWS, plus the feature flags."""
-    context: dict[str, Any] = dict(FEATURE_FLAGS)
+    """Availability zones per region, seeded so synth never asks AWS, plus the feature flags (among them
+    removeDefaultDesiredCount: a service without a desired count in its template is never reset by a
+    redeploy)."""
+    context: dict[str, Any] = feature_flags()
     for region in settings.regions:
         context[f"availability-zones:account={settings.account}:region={region}"] = (
             settings.availability_zones(region)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from settings.instances import INSTANCES
