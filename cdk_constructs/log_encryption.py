@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import ArnFormat, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -85,6 +85,18 @@ class EncryptedLogs(Construct):
                         )
                     }
                 },
+            )
+        )
+
+    def allow_alarm_notifications(self) -> None:
+        """Let CloudWatch encrypt alarm notifications to a topic under this key, for this account's alarms
+        only; without it alarm notifications to the encrypted topic are dropped silently."""
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
             )
         )
 

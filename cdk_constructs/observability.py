@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aws_cdk import Aws, Duration
+from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
+
+from cdk_constructs.log_encryption import EncryptedLogs
 
 
 @dataclass(frozen=True)
@@ -75,24 +75,15 @@ class ServingObservability(Construct):
         id: str,
         *,
         props: ObservabilityProps,
-        key: kms.Key,
+        logs: EncryptedLogs,
         load_balancer: elbv2.ApplicationLoadBalancer,
         target_groups: Sequence[elbv2.ApplicationTargetGroup],
         fleets: Sequence[FleetView],
         alarms: Sequence[cloudwatch.IAlarm],
     ) -> None:
         super().__init__(scope, id)
-        # CloudWatch publishes to the encrypted topic with the key, so the key must let it (only for
-        # this account's alarms); without this, alarm notifications are dropped silently.
-        key.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                resources=["*"],
-                conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
-            )
-        )
-        self.topic = sns.Topic(self, "AlarmTopic", master_key=key, enforce_ssl=True)
+        logs.allow_alarm_notifications()
+        self.topic = sns.Topic(self, "AlarmTopic", master_key=logs.key, enforce_ssl=True)
         if props.alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(props.alarm_email))
 

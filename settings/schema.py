@@ -10,19 +10,9 @@ from typing import Annotated, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from settings.aws_limits import COLD_START_BUDGET_MAX, DEREGISTRATION_DELAY_MAX
 from settings.instances import INSTANCES, InstanceFacts, NeuronFamily
 from settings.regions import KNOWN_REGIONS
-
-# ECS caps a container health check's start period at 300 s and its retries at 10 at an interval of
-# at most 300 s: past that no container health check can cover a cold start.
-CONTAINER_START_PERIOD_MAX = 300
-CONTAINER_HEALTH_RETRIES_MAX = 10
-CONTAINER_HEALTH_INTERVAL_MAX = 300
-COLD_START_BUDGET_MAX = (
-    CONTAINER_START_PERIOD_MAX + CONTAINER_HEALTH_RETRIES_MAX * CONTAINER_HEALTH_INTERVAL_MAX
-)
-# An ALB deregistration delay is at most 3600 s and its idle timeout at most 4000 s.
-DEREGISTRATION_DELAY_MAX = 3600
 
 _S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/(?P<prefix>.*))?$")
 _ACM_ARN = re.compile(r"^arn:aws[a-z-]*:acm:(?P<region>[a-z0-9-]+):\d{12}:certificate/[A-Za-z0-9-]+$")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cdk_constructs.fleet import FleetProps, ImageSource, ServingPorts
 from cdk_constructs.load_balancer import CertificateFromArn, CertificateFromDns, LoadBalancerProps
 from cdk_constructs.log_encryption import LogProps
 from cdk_constructs.model_store import ModelStoreProps
 from cdk_constructs.network import NetworkProps
-from cdk_constructs.neuron_fleet import FleetProps, ImageSource, ServingPorts
 from cdk_constructs.observability import ObservabilityProps
 from settings.schema import FleetConfig, Settings
 

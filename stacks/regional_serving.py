@@ -6,11 +6,11 @@ from aws_cdk import Environment, Stack, Tags
 from constructs import Construct
 
 from cdk_constructs.cluster import ServingCluster
+from cdk_constructs.fleet import FleetTargets, NeuronFleet
 from cdk_constructs.load_balancer import ServingLoadBalancer
 from cdk_constructs.log_encryption import EncryptedLogs
 from cdk_constructs.model_store import ModelStoreAccess
 from cdk_constructs.network import ServingNetwork
-from cdk_constructs.neuron_fleet import FleetTargets, NeuronFleet
 from cdk_constructs.observability import FleetView, ServingObservability
 from settings.schema import Settings
 from stacks import props
@@ -56,7 +56,7 @@ class RegionalServing(Stack):
             self,
             "Observability",
             props=props.observability_props(settings, region),
-            key=logs.key,
+            logs=logs,
             load_balancer=load_balancer.alb,
             target_groups=[load_balancer.http_targets, load_balancer.grpc_targets],
             fleets=[

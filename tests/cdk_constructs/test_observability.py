@@ -3,9 +3,9 @@ import json
 import pytest
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
-from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
+from cdk_constructs.log_encryption import EncryptedLogs, LogProps
 from cdk_constructs.observability import FleetView, ObservabilityProps, ServingObservability
 
 PROPS = ObservabilityProps(
@@ -41,7 +41,7 @@ def template(stack, vpc):
         stack,
         "Obs",
         props=PROPS,
-        key=kms.Key(stack, "Key"),
+        logs=EncryptedLogs(stack, "Logs", props=LogProps(retention_days=30)),
         load_balancer=alb,
         target_groups=[group],
         fleets=fleets,

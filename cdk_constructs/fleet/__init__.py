@@ -1,0 +1,9 @@
+"""One Neuron instance type's hosts and the serving service on them, composed from parts with one job each:
+hosts (launch template, ASG, capacity provider), the task definition, the service with its alarms, and its
+scaling. `NeuronFleet` in fleet.py puts them together."""
+
+from cdk_constructs.fleet.fleet import NeuronFleet
+from cdk_constructs.fleet.image import ImageSource
+from cdk_constructs.fleet.props import FleetProps, FleetTargets, ServingPorts
+
+__all__ = ["FleetProps", "FleetTargets", "ImageSource", "NeuronFleet", "ServingPorts"]

@@ -1,0 +1,125 @@
+"""A fleet's hosts: launch template on the ECS Neuron AMI, the Auto Scaling group and the ECS capacity
+provider that sizes it to the service's tasks."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_autoscaling as autoscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from cdk_constructs.fleet.host_boot import DATA_VOLUME_DEVICE, data_disk_commands, ecs_agent_commands
+from cdk_constructs.fleet.props import FleetProps
+from cdk_constructs.nag import acknowledge
+
+ROOT_VOLUME_GIB = 200  # the Neuron serving image is tens of GiB; the AMI's default root volume is 30 GiB
+
+
+class FleetHosts(Construct):
+    """Hosts of one instance type, registered with the cluster as a capacity provider."""
+
+    def __init__(self, scope: Construct, id: str, *, props: FleetProps, cluster: ecs.Cluster) -> None:
+        super().__init__(scope, id)
+        self.auto_scaling_group = self._group(props, cluster)
+        self.capacity_provider = ecs.AsgCapacityProvider(
+            self,
+            "CapacityProvider",
+            auto_scaling_group=self.auto_scaling_group,
+            enable_managed_scaling=True,
+            enable_managed_termination_protection=True,
+            enable_managed_draining=True,
+            target_capacity_percent=props.target_capacity_percent,
+            # A new host is useful only once its model is loaded.
+            instance_warmup_period=props.cold_start_budget_seconds,
+        )
+        cluster.add_asg_capacity_provider(self.capacity_provider)
+        for command in ecs_agent_commands():
+            self.auto_scaling_group.add_user_data(command)
+
+    def _group(self, props: FleetProps, cluster: ecs.Cluster) -> autoscaling.AutoScalingGroup:
+        user_data = ec2.UserData.for_linux()
+        user_data.add_commands(*data_disk_commands(props.instance))
+        block_devices = [
+            ec2.BlockDevice(
+                device_name="/dev/xvda",
+                volume=ec2.BlockDeviceVolume.ebs(
+                    ROOT_VOLUME_GIB, volume_type=ec2.EbsDeviceVolumeType.GP3, encrypted=True
+                ),
+            )
+        ]
+        if not props.instance.has_instance_store:
+            block_devices.append(
+                ec2.BlockDevice(
+                    device_name=DATA_VOLUME_DEVICE,
+                    volume=ec2.BlockDeviceVolume.ebs(
+                        props.data_volume_gib, volume_type=ec2.EbsDeviceVolumeType.GP3, encrypted=True
+                    ),
+                )
+            )
+        self.security_group = ec2.SecurityGroup(
+            self, "HostSecurityGroup", vpc=cluster.vpc, description=f"{props.instance.name} hosts: no inbound"
+        )
+        self.role = iam.Role(
+            self,
+            "HostRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description=f"{props.instance.name} ECS container instances",
+        )
+        # The statements ECS adds for its agent: cluster-scoped where the API allows a resource, `*` where it
+        # does not (DiscoverPollEndpoint, GetAuthorizationToken, the agent's own log streams).
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Action::ecs:Submit*]",
+            "The ECS agent's state-change reports (SubmitTaskStateChange etc.), scoped to this cluster's "
+            "ARN.",
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "ECS agent calls that take no resource ARN (DiscoverPollEndpoint, ecr:GetAuthorizationToken) and "
+            "Poll/StartTelemetrySession, which carry an ecs:cluster condition for this cluster.",
+        )
+        self.launch_template = ec2.LaunchTemplate(
+            self,
+            "LaunchTemplate",
+            instance_type=ec2.InstanceType(props.instance.name),
+            # Resolved at deploy time from the public SSM parameter: no lookup, no cached AMI id.
+            machine_image=ecs.EcsOptimizedImage.amazon_linux2023(ecs.AmiHardwareType.NEURON),
+            user_data=user_data,
+            block_devices=block_devices,
+            security_group=self.security_group,
+            role=self.role,
+            require_imdsv2=True,
+            http_put_response_hop_limit=1,
+        )
+        group = autoscaling.AutoScalingGroup(
+            self,
+            "Hosts",
+            vpc=cluster.vpc,
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            launch_template=self.launch_template,
+            # No desired capacity: a redeploy must never reset a running fleet; the capacity provider
+            # owns the desired count and the config owns the bounds.
+            min_capacity=props.min_hosts,
+            max_capacity=props.max_hosts,
+            group_metrics=[autoscaling.GroupMetrics.all()],
+        )
+        acknowledge(
+            group,
+            "AwsSolutions-AS3",
+            "Scaling is driven by the ECS capacity provider; the fleet's alarms and the region-degraded "
+            "composite alarm notify, per-instance launch/terminate notifications would be noise.",
+        )
+        return group
+
+    def in_service_metric(self) -> cloudwatch.Metric:
+        return cloudwatch.Metric(
+            namespace="AWS/AutoScaling",
+            metric_name="GroupInServiceInstances",
+            dimensions_map={"AutoScalingGroupName": self.auto_scaling_group.auto_scaling_group_name},
+            statistic="Average",
+            period=Duration.minutes(5),
+        )

@@ -1,0 +1,51 @@
+"""What a fleet is built from: typed values derived once from the settings in stacks/props.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+
+from cdk_constructs.fleet.image import ImageSource
+from settings.instances import InstanceFacts
+
+
+@dataclass(frozen=True)
+class ServingPorts:
+    http: int
+    grpc: int
+    metrics: int
+
+
+@dataclass(frozen=True)
+class FleetProps:
+    instance: InstanceFacts
+    tensor_parallel: int
+    min_hosts: int
+    max_hosts: int
+    data_volume_gib: int
+    image: ImageSource
+    ports: ServingPorts
+    shared_memory_mib: int
+    cold_start_budget_seconds: int
+    health_check_grace_seconds: int
+    # Engine and model settings for the container, beside the per-type ones the fleet sets itself.
+    environment: tuple[tuple[str, str], ...]
+    # Requests in flight per host that count as "busy": the service adds a task above it.
+    target_requests_in_flight: float
+    metrics_namespace: str
+    model_name: str  # the EMF dimension the container publishes its metrics under
+    # False when EC2 does not offer the type in the stack's region (settings/instances.py).
+    offered_in_region: bool
+    # Capacity providers keep this share of the ASG busy with tasks; 100 means no idle spare hosts.
+    target_capacity_percent: int = 100
+
+
+@dataclass(frozen=True)
+class FleetTargets:
+    """The shared target groups a fleet's service registers into."""
+
+    http: elbv2.IApplicationTargetGroup
+    grpc: elbv2.IApplicationTargetGroup
+    load_balancer_security_group: ec2.ISecurityGroup

@@ -1,0 +1,39 @@
+"""How many serving tasks a fleet runs: service auto scaling within the config's bounds. The capacity
+provider then sizes the hosts to fit (one host per task)."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_ecs as ecs
+from constructs import Construct
+
+from cdk_constructs.fleet.props import FleetProps
+
+
+def requests_in_flight_metric(props: FleetProps) -> cloudwatch.Metric:
+    return cloudwatch.Metric(
+        namespace=props.metrics_namespace,
+        metric_name="RequestsInFlight",
+        dimensions_map={"Model": props.model_name},
+        statistic="Average",
+        period=Duration.minutes(1),
+    )
+
+
+class ServiceScaling(Construct):
+    def __init__(self, scope: Construct, id: str, *, props: FleetProps, service: ecs.Ec2Service) -> None:
+        super().__init__(scope, id)
+        # The container reports in-flight requests per model, not per instance type; least outstanding
+        # requests keeps per-host load alike across fleets, so each fleet scales on the region's average.
+        self.scalable_task_count = service.auto_scale_task_count(
+            min_capacity=props.min_hosts, max_capacity=props.max_hosts
+        )
+        self.scalable_task_count.scale_to_track_custom_metric(
+            "RequestsInFlight",
+            metric=requests_in_flight_metric(props),
+            target_value=props.target_requests_in_flight,
+            # Scale out fast, in slowly: a host costs a whole cold start to bring back.
+            scale_out_cooldown=Duration.minutes(2),
+            scale_in_cooldown=Duration.minutes(30),
+        )

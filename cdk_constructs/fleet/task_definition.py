@@ -1,0 +1,146 @@
+"""The serving task for one instance type: every /dev/neuronN of the type, locked memory, the data disk,
+and a container health check that cannot fail a host inside its cold-start budget."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from aws_cdk import Duration
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from cdk_constructs.fleet.host_boot import HOST_DATA_DIR, STOP_TIMEOUT_SECONDS
+from cdk_constructs.fleet.props import FleetProps
+from cdk_constructs.nag import acknowledge
+from settings.aws_limits import (
+    CONTAINER_HEALTH_INTERVAL_MAX,
+    CONTAINER_HEALTH_RETRIES_MAX,
+    CONTAINER_START_PERIOD_MAX,
+)
+
+CONTAINER_NAME = "serving"
+CONTAINER_DATA_DIR = "/opt/models"  # where the entrypoint puts weights/ and compiled/
+
+
+@dataclass(frozen=True)
+class ContainerHealthTiming:
+    start_period_seconds: int
+    interval_seconds: int
+    retries: int
+    timeout_seconds: int
+
+    @property
+    def covered_seconds(self) -> int:
+        """How long after start a container can go on failing before ECS calls it unhealthy."""
+        return self.start_period_seconds + self.retries * self.interval_seconds
+
+
+def container_health_timing(cold_start_budget_seconds: int) -> ContainerHealthTiming:
+    """A readiness check that cannot fail a container still inside its cold-start budget: the start
+    period takes what it can (ECS caps it) and the retries at the shortest interval cover the rest."""
+    start_period = min(cold_start_budget_seconds, CONTAINER_START_PERIOD_MAX)
+    remaining = cold_start_budget_seconds - start_period
+    interval = max(30, math.ceil(remaining / CONTAINER_HEALTH_RETRIES_MAX))
+    if interval > CONTAINER_HEALTH_INTERVAL_MAX:
+        raise ValueError(
+            f"a cold start of {cold_start_budget_seconds} s is beyond what an ECS health check covers"
+        )
+    return ContainerHealthTiming(start_period, interval, CONTAINER_HEALTH_RETRIES_MAX, timeout_seconds=10)
+
+
+def container_health_command(http_port: int) -> list[str]:
+    """Triton's server readiness (every model loaded), probed with the image's own Python: the serving
+    images are Python images, curl is not guaranteed in them. Any HTTP error or refusal exits non-zero."""
+    url = f"http://127.0.0.1:{http_port}/v2/health/ready"
+    return ["CMD", "python3", "-c", f"import urllib.request; urllib.request.urlopen({url!r}, timeout=5)"]
+
+
+def fleet_environment(props: FleetProps) -> dict[str, str]:
+    """The container's environment: the settings-wide engine values plus what this instance type sets."""
+    environment = dict(props.environment)
+    environment.update(
+        {
+            "INSTANCE_TYPE": props.instance.name,
+            "NEURON_FAMILY": props.instance.family.value,
+            "ENGINE_TENSOR_PARALLEL_SIZE": str(props.tensor_parallel),
+            "AWS_EMF_NAMESPACE": props.metrics_namespace,
+        }
+    )
+    return environment
+
+
+class ServingTaskDefinition(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        props: FleetProps,
+        task_role: iam.IRole,
+        log_group: logs.ILogGroup,
+    ) -> None:
+        super().__init__(scope, id)
+        self.task_definition = ecs.Ec2TaskDefinition(
+            self,
+            "TaskDefinition",
+            network_mode=ecs.NetworkMode.AWS_VPC,
+            task_role=task_role,
+            volumes=[ecs.Volume(name="serving-data", host=ecs.Host(source_path=HOST_DATA_DIR))],
+        )
+        linux = ecs.LinuxParameters(self, "LinuxParameters", shared_memory_size=props.shared_memory_mib)
+        linux.add_capabilities(ecs.Capability.IPC_LOCK)
+        linux.add_devices(
+            *(
+                ecs.Device(
+                    host_path=path,
+                    container_path=path,
+                    permissions=[ecs.DevicePermission.READ, ecs.DevicePermission.WRITE],
+                )
+                for path in props.instance.device_paths
+            )
+        )
+        timing = container_health_timing(props.cold_start_budget_seconds)
+        self.container = self.task_definition.add_container(
+            CONTAINER_NAME,
+            container_name=CONTAINER_NAME,
+            image=props.image.container_image(self),
+            # Leave the host a quarter of its memory for the OS, the ECS agent and the page cache that
+            # loading weights leans on.
+            memory_reservation_mib=props.instance.memory_gib * 1024 * 3 // 4,
+            environment=fleet_environment(props),
+            linux_parameters=linux,
+            ulimits=[ecs.Ulimit(name=ecs.UlimitName.MEMLOCK, soft_limit=-1, hard_limit=-1)],
+            port_mappings=[
+                ecs.PortMapping(container_port=props.ports.http, name="http"),
+                ecs.PortMapping(container_port=props.ports.grpc, name="grpc"),
+                ecs.PortMapping(container_port=props.ports.metrics, name="metrics"),
+            ],
+            health_check=ecs.HealthCheck(
+                command=container_health_command(props.ports.http),
+                start_period=Duration.seconds(timing.start_period_seconds),
+                interval=Duration.seconds(timing.interval_seconds),
+                retries=timing.retries,
+                timeout=Duration.seconds(timing.timeout_seconds),
+            ),
+            stop_timeout=Duration.seconds(STOP_TIMEOUT_SECONDS),
+            logging=ecs.LogDrivers.aws_logs(stream_prefix=props.instance.name, log_group=log_group),
+        )
+        self.container.add_mount_points(
+            ecs.MountPoint(source_volume="serving-data", container_path=CONTAINER_DATA_DIR, read_only=False)
+        )
+        if props.image.pulls_from_ecr:
+            acknowledge(
+                self.task_definition.obtain_execution_role(),
+                "AwsSolutions-IAM5[Resource::*]",
+                "ecr:GetAuthorizationToken has no resource-level permissions; the image pull itself is "
+                "granted on the one repository.",
+            )
+        acknowledge(
+            self.task_definition,
+            "AwsSolutions-ECS2",
+            "The environment holds engine settings and paths (tensor-parallel degree, ports, S3 "
+            "location), no secrets.",
+        )

@@ -1,0 +1,30 @@
+from aws_cdk.assertions import Annotations, Match
+
+from tests.cdk_constructs.fleet.builders import build, fleet_props
+
+
+def _keys(value):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _keys(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _keys(item)
+
+
+def test_no_desired_capacity_anywhere(template):
+    assert "DesiredCapacity" not in set(_keys(template.to_json()))
+    template.has_resource_properties("AWS::AutoScaling::AutoScalingGroup", {"MinSize": "2", "MaxSize": "20"})
+
+
+def test_fleet_of_a_type_ec2_does_not_offer_in_the_region_warns_at_synth(stack, vpc) -> None:
+    build(stack, vpc, fleet_props("trn1.32xlarge", offered_in_region=False))
+    Annotations.from_stack(stack).has_warning(
+        "/Test/Fleet", Match.string_like_regexp("trn1.32xlarge is not offered in this region")
+    )
+
+
+def test_fleet_of_an_offered_type_synthesizes_without_warnings(stack, vpc) -> None:
+    build(stack, vpc, fleet_props())
+    Annotations.from_stack(stack).has_no_warning("*", Match.any_value())

@@ -1,0 +1,133 @@
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cdk_constructs.fleet import ImageSource
+from cdk_constructs.fleet.host_boot import STOP_TIMEOUT_SECONDS
+from cdk_constructs.fleet.task_definition import container_health_command, container_health_timing
+from settings.aws_limits import COLD_START_BUDGET_MAX
+from settings.instances import INSTANCES
+from tests.cdk_constructs.fleet.builders import build, fleet_props, serving_container
+
+
+@pytest.mark.parametrize("instance_type", ["inf2.8xlarge", "inf2.48xlarge", "trn1.32xlarge", "trn2.48xlarge"])
+def test_fleet_maps_every_neuron_device(stack, vpc, instance_type):
+    _, template = build(stack, vpc, fleet_props(instance_type))
+    devices = serving_container(template)["LinuxParameters"]["Devices"]
+    expected = [f"/dev/neuron{i}" for i in range(INSTANCES[instance_type].neuron_devices)]
+    assert [d["HostPath"] for d in devices] == expected
+    assert [d["ContainerPath"] for d in devices] == expected
+
+
+def test_task_locks_memory_and_gets_the_configured_shared_memory(template):
+    container = serving_container(template)
+    assert container["LinuxParameters"]["Capabilities"] == {"Add": ["IPC_LOCK"]}
+    assert container["LinuxParameters"]["SharedMemorySize"] == 4096
+    assert container["Ulimits"] == [{"Name": "memlock", "SoftLimit": -1, "HardLimit": -1}]
+
+
+def test_stop_timeout_is_the_ecs_maximum(template):
+    assert serving_container(template)["StopTimeout"] == STOP_TIMEOUT_SECONDS == 120
+
+
+def test_tensor_parallel_degree_and_engine_settings_reach_the_container(stack, vpc):
+    _, template = build(stack, vpc, fleet_props("trn1.32xlarge", tensor_parallel=16))
+    environment = {e["Name"]: e["Value"] for e in serving_container(template)["Environment"]}
+    assert environment["ENGINE_TENSOR_PARALLEL_SIZE"] == "16"
+    assert environment["ENGINE_MAX_NUM_SEQS"] == "32"
+    assert environment["INSTANCE_TYPE"] == "trn1.32xlarge"
+    assert environment["NEURON_FAMILY"] == "trn1"
+
+
+@pytest.mark.parametrize("budget", [60, 300, 301, 1800, 3300])
+def test_container_health_check_cannot_fail_inside_the_cold_start_budget(budget):
+    timing = container_health_timing(budget)
+    assert timing.covered_seconds >= budget
+    assert timing.start_period_seconds <= 300 and timing.retries <= 10 and timing.interval_seconds <= 300
+
+
+def test_container_health_check_is_derived_from_the_budget(template):
+    timing = container_health_timing(1800)
+    check = serving_container(template)["HealthCheck"]
+    assert check["StartPeriod"] == timing.start_period_seconds
+    assert check["Interval"] == timing.interval_seconds
+    assert check["Retries"] == timing.retries
+    assert check["Command"][:2] == ["CMD", "python3"]
+    assert "http://127.0.0.1:8000/v2/health/ready" in check["Command"][-1]
+
+
+def test_container_health_command_fails_on_a_server_that_is_not_ready():
+    """Run the probe for real against a loopback server answering 503, then 200."""
+    import http.server
+    import subprocess
+    import sys
+    import threading
+
+    status = {"code": 503}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(status["code"] if self.path == "/v2/health/ready" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        command = container_health_command(server.server_address[1])
+        probe = [sys.executable, *command[2:]]
+        assert subprocess.run(probe, capture_output=True, check=False).returncode != 0
+        status["code"] = 200
+        assert subprocess.run(probe, capture_output=True, check=False).returncode == 0
+    finally:
+        server.shutdown()
+
+
+@given(st.integers(min_value=60, max_value=COLD_START_BUDGET_MAX))
+def test_any_valid_cold_start_budget_gets_a_covering_container_health_check(budget):
+    timing = container_health_timing(budget)
+    assert timing.covered_seconds >= budget
+    assert timing.start_period_seconds <= 300 and timing.retries <= 10 and 5 <= timing.interval_seconds <= 300
+
+
+def test_weights_and_compiled_artifacts_land_on_the_host_data_disk(template):
+    task = next(iter(template.find_resources("AWS::ECS::TaskDefinition").values()))["Properties"]
+    assert task["Volumes"] == [{"Name": "serving-data", "Host": {"SourcePath": "/opt/serving-data"}}]
+    mounts = task["ContainerDefinitions"][0]["MountPoints"]
+    assert mounts == [{"SourceVolume": "serving-data", "ContainerPath": "/opt/models", "ReadOnly": False}]
+
+
+def _execution_policy_statements(template):
+    policies = template.find_resources("AWS::IAM::Policy")
+    return [
+        statement
+        for key, policy in policies.items()
+        if "ExecutionRole" in key
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_private_ecr_image_is_pulled_with_permissions_on_that_repository_only(stack, vpc):
+    uri = "222222222222.dkr.ecr.us-west-2.amazonaws.com/serving/neuron:sdk2.28"
+    _, template = build(stack, vpc, fleet_props(image=ImageSource(image_uri=uri)))
+    statements = _execution_policy_statements(template)
+    pull = next(s for s in statements if "ecr:BatchGetImage" in s["Action"])
+    arn = "".join(p if isinstance(p, str) else "<partition>" for p in pull["Resource"]["Fn::Join"][1])
+    assert arn == "arn:<partition>:ecr:us-west-2:222222222222:repository/serving/neuron"
+    image = serving_container(template)["Image"]
+    assert "sdk2.28" in json.dumps(image) and "222222222222" in json.dumps(image)
+
+
+def test_public_image_needs_no_pull_permissions(template):
+    assert not any("ecr:BatchGetImage" in s["Action"] for s in _execution_policy_statements(template))
+    assert serving_container(template)["Image"] == "public.ecr.aws/example/serving:1"
+
+
+def test_asset_image_is_built_from_the_folder(stack, vpc, tmp_path):
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    _, template = build(stack, vpc, fleet_props(image=ImageSource(asset_directory=str(tmp_path))))
+    assert "cdk-hnb659fds-container-assets" in json.dumps(serving_container(template)["Image"])
