@@ -10,3 +10,11 @@ COLD_START_BUDGET_MAX = (
 )
 # An ALB deregistration delay is at most 3600 s and its idle timeout at most 4000 s.
 DEREGISTRATION_DELAY_MAX = 3600
+
+# EC2 Capacity Blocks for ML: one block holds at most 64 instances, and EC2 ends its instances 30 minutes
+# before the block does.
+CAPACITY_BLOCK_INSTANCES_MAX = 64
+CAPACITY_BLOCK_END_LEAD_MINUTES = 30
+# ECS registers at most 5,000 EC2 instances per cluster by default (a quota AWS can raise on request);
+# each region runs one cluster for all its fleets.
+ECS_INSTANCES_PER_CLUSTER = 5000

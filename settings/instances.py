@@ -23,6 +23,8 @@ class InstanceFacts:
     neuron_cores: int
     instance_store_gib: int  # 0: EBS only, weights and compiled artifacts go on a data volume instead
     regions: frozenset[str] = frozenset()  # where EC2 offers the type (the *_REGIONS sets below)
+    # EC2 Capacity Blocks for ML can hold this type (EC2 user guide, Capacity Blocks prerequisites).
+    capacity_block: bool = False
 
     def offered_in(self, region: str) -> bool:
         return region in self.regions
@@ -73,7 +75,12 @@ INSTANCES: dict[str, InstanceFacts] = {
         InstanceFacts("inf2.24xlarge", NeuronFamily.INF2, 96, 384, 6, 12, 0, _INF2_REGIONS),
         InstanceFacts("inf2.48xlarge", NeuronFamily.INF2, 192, 768, 12, 24, 0, _INF2_REGIONS),
         InstanceFacts("trn1.2xlarge", NeuronFamily.TRN1, 8, 32, 1, 2, 474, _TRN1_REGIONS),
-        InstanceFacts("trn1.32xlarge", NeuronFamily.TRN1, 128, 512, 16, 32, 7600, _TRN1_REGIONS),
-        InstanceFacts("trn2.48xlarge", NeuronFamily.TRN2, 192, 2048, 16, 64, 7600, _TRN2_REGIONS),
+        InstanceFacts("trn1.32xlarge", NeuronFamily.TRN1, 128, 512, 16, 32, 7600, _TRN1_REGIONS, True),
+        InstanceFacts("trn2.48xlarge", NeuronFamily.TRN2, 192, 2048, 16, 64, 7600, _TRN2_REGIONS, True),
     )
 }
+
+
+def capacity_block_types() -> tuple[str, ...]:
+    """The catalog's types a Capacity Block can hold (inf2 cannot)."""
+    return tuple(name for name, facts in INSTANCES.items() if facts.capacity_block)

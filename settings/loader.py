@@ -18,9 +18,10 @@ from settings.schema import Settings
 KeyPath = tuple[str | int, ...]
 
 # An overlay names the file it changes; lists of fleets merge by instance type so an overlay can
-# raise one fleet's limits without restating the others.
+# raise one fleet's limits without restating the others, and events merge by name, so an overlay adds
+# or changes one event and keeps the base's others.
 BASE_KEY = "base"
-LIST_MERGE_KEYS = ("instance_type",)
+LIST_MERGE_KEYS = ("instance_type", "name")
 
 
 class ConfigError(Exception):

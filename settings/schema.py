@@ -6,19 +6,83 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from typing import Annotated, Self
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from settings.aws_limits import COLD_START_BUDGET_MAX, DEREGISTRATION_DELAY_MAX
-from settings.instances import INSTANCES, InstanceFacts, NeuronFamily
+from settings.aws_limits import (
+    CAPACITY_BLOCK_INSTANCES_MAX,
+    COLD_START_BUDGET_MAX,
+    DEREGISTRATION_DELAY_MAX,
+    ECS_INSTANCES_PER_CLUSTER,
+)
+from settings.instances import INSTANCES, InstanceFacts, NeuronFamily, capacity_block_types
 from settings.regions import KNOWN_REGIONS
 
 _S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/(?P<prefix>.*))?$")
 _ACM_ARN = re.compile(r"^arn:aws[a-z-]*:acm:(?P<region>[a-z0-9-]+):\d{12}:certificate/[A-Za-z0-9-]+$")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,39}$")
+_CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
+_RESOURCE_GROUP_ARN = re.compile(r"^arn:aws[a-z-]*:resource-groups:[a-z0-9-]+:\d{12}:group/[A-Za-z0-9_.-]+$")
 
 PositiveInt = Annotated[int, Field(gt=0)]
+KeyPath = tuple[str | int, ...]
+
+
+def _at(problems: list[tuple[KeyPath, str]], title: str) -> ValidationError:
+    """Several problems found by one cross-field rule, each at its own key path (so each gets its file and
+    line), where a plain ValueError would place them all at the model's own key."""
+    return ValidationError.from_exception_data(
+        title,
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("config", "{message}", {"message": message}), loc=loc, input=None
+            )
+            for loc, message in problems
+        ],
+    )
+
+
+def _capacity_reservation_id(value: str) -> str:
+    if not _CAPACITY_RESERVATION_ID.match(value):
+        raise ValueError(f"{value!r} is not a capacity reservation id (cr- and 17 hex digits)")
+    return value
+
+
+CapacityReservationId = Annotated[str, AfterValidator(_capacity_reservation_id)]
+
+
+def _iso8601(value: Any) -> datetime:
+    """Quoted ISO 8601 text, or the datetime YAML makes of an unquoted one; always with its UTC offset."""
+    example = '"2027-07-08T00:00:00-07:00"'
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an ISO 8601 time; write it like {example}") from None
+    else:
+        raise ValueError(f"must be an ISO 8601 time with an offset, like {example}, got {value!r}")
+    if moment.utcoffset() is None:
+        raise ValueError(
+            f"{value!s} has no UTC offset; add one ({example}) or Z for UTC, so the event starts when meant"
+        )
+    return moment
+
+
+EventTime = Annotated[datetime, BeforeValidator(_iso8601)]
 
 
 def _known_region(name: str) -> str:
@@ -36,6 +100,42 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+class WarmPoolConfig(StrictModel):
+    """Stopped hosts kept beside the group: a scale-out starts one instead of launching and booting one."""
+
+    min_size: Annotated[int, Field(ge=0)] = 0
+    # Hosts in service plus in the pool; unset, the pool holds the group's max minus its desired count.
+    max_prepared: PositiveInt | None = None
+
+
+class CapacityReservationConfig(StrictModel):
+    """On-Demand Capacity Reservations the fleet's group launches into: by id, or a resource group of them."""
+
+    preference: Literal["capacity-reservations-first", "capacity-reservations-only"] = (
+        "capacity-reservations-first"
+    )
+    ids: Annotated[list[CapacityReservationId], Field(min_length=1)] | None = None
+    resource_group_arn: str | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Self:
+        if (self.ids is None) == (self.resource_group_arn is None):
+            raise ValueError("name the reservations with exactly one of ids or resource_group_arn")
+        if self.resource_group_arn is not None and not _RESOURCE_GROUP_ARN.match(self.resource_group_arn):
+            raise ValueError(
+                "resource_group_arn is not a resource group ARN "
+                "(arn:aws:resource-groups:REGION:ACCOUNT:group/NAME)"
+            )
+        return self
+
+
+class CapacityBlockConfig(StrictModel):
+    """An EC2 Capacity Block for ML: reserved hosts for a fixed window, in one availability zone."""
+
+    id: CapacityReservationId
+    availability_zone: str
+
+
 class FleetConfig(StrictModel):
     instance_type: str
     tensor_parallel: PositiveInt
@@ -43,6 +143,9 @@ class FleetConfig(StrictModel):
     max: PositiveInt
     # Only for types without instance store: the EBS volume that holds weights and compiled artifacts.
     data_volume_gib: Annotated[int, Field(ge=50, le=16384)] = 500
+    warm_pool: WarmPoolConfig | None = None
+    capacity_reservation: CapacityReservationConfig | None = None
+    capacity_block: CapacityBlockConfig | None = None
 
     @field_validator("instance_type")
     @classmethod
@@ -70,7 +173,28 @@ class FleetConfig(StrictModel):
             )
         if self.min > self.max:
             raise ValueError(f"min ({self.min}) is above max ({self.max})")
+        if self.capacity_block is not None:
+            self._fits_a_capacity_block(facts)
         return self
+
+    def _fits_a_capacity_block(self, facts: InstanceFacts) -> None:
+        if not facts.capacity_block:
+            raise ValueError(
+                f"a Capacity Block cannot hold {self.instance_type}; Capacity Blocks hold "
+                f"{', '.join(capacity_block_types())} of the kit's types"
+            )
+        if self.capacity_reservation is not None:
+            raise ValueError("capacity_block and capacity_reservation exclude each other: choose one")
+        if self.warm_pool is not None:
+            raise ValueError(
+                "a Capacity Block fleet takes no warm_pool: the block is paid for its whole window, so "
+                "stopping its hosts saves nothing"
+            )
+        if self.min > 0:
+            raise ValueError(
+                f"min is {self.min} on a Capacity Block fleet, whose hosts can run only inside the block: "
+                "set min 0 and give the block's window as an event"
+            )
 
     @property
     def instance(self) -> InstanceFacts:
@@ -234,6 +358,45 @@ class ObservabilityConfig(StrictModel):
     alarm_email: str | None = None
 
 
+class EventHosts(StrictModel):
+    min: Annotated[int, Field(ge=0)]
+    max: PositiveInt
+
+    @model_validator(mode="after")
+    def _min_within_max(self) -> Self:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) is above max ({self.max})")
+        return self
+
+
+class EventConfig(StrictModel):
+    """A scheduled peak: each named fleet's bounds are raised ahead of start (by the cold-start budget plus
+    the margin, so hosts are serving when the doors open) and restored at end."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")]
+    start: EventTime
+    end: EventTime
+    prewarm_margin_minutes: Annotated[int, Field(ge=0, le=24 * 60)] = 30
+    # region -> instance type -> the hosts the event needs
+    regions: Annotated[
+        dict[RegionName, Annotated[dict[str, EventHosts], Field(min_length=1)]], Field(min_length=1)
+    ]
+
+    @model_validator(mode="after")
+    def _ends_after_start(self) -> Self:
+        if self.end <= self.start:
+            message = f"end ({self.end.isoformat()}) is not after start ({self.start.isoformat()})"
+            raise _at([(("end",), message)], type(self).__name__)
+        return self
+
+    def lead(self, cold_start_budget_seconds: int) -> timedelta:
+        return timedelta(seconds=cold_start_budget_seconds, minutes=self.prewarm_margin_minutes)
+
+    def ramp_start(self, cold_start_budget_seconds: int) -> datetime:
+        """When the raised bounds take effect: early enough for a new host's whole cold start."""
+        return self.start - self.lead(cold_start_budget_seconds)
+
+
 class Settings(StrictModel):
     """A validated kit config: what the app, stacks and planner read."""
 
@@ -247,6 +410,7 @@ class Settings(StrictModel):
     tls: TlsConfig = TlsConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
     regions: Annotated[dict[RegionName, RegionConfig], Field(min_length=1)]
+    events: list[EventConfig] = Field(default_factory=list)
 
     @field_validator("project")
     @classmethod
@@ -285,7 +449,92 @@ class Settings(StrictModel):
                 strays = [zone for zone in region.availability_zones if not zone.startswith(name)]
                 if strays:
                     raise ValueError(f"regions.{name}.availability_zones {strays} are not zones of {name}")
+        problems = [*self._capacity_block_zone_problems(), *self._event_problems()]
+        if problems:
+            raise _at(problems, type(self).__name__)
         return self
+
+    def _capacity_block_zone_problems(self) -> list[tuple[KeyPath, str]]:
+        problems: list[tuple[KeyPath, str]] = []
+        for name, region in self.regions.items():
+            zones = self.availability_zones(name)
+            for index, fleet in enumerate(region.fleets):
+                block = fleet.capacity_block
+                if block is not None and block.availability_zone not in zones:
+                    problems.append(
+                        (
+                            ("regions", name, "fleets", index, "capacity_block", "availability_zone"),
+                            f"{block.availability_zone} is not one of the stack's zones in {name} "
+                            f"({', '.join(zones)}); a Capacity Block lives in one zone the hosts' subnets "
+                            "must include",
+                        )
+                    )
+        return problems
+
+    def _event_problems(self) -> list[tuple[KeyPath, str]]:
+        problems: list[tuple[KeyPath, str]] = []
+        seen: dict[str, int] = {}
+        for index, event in enumerate(self.events):
+            if event.name in seen:
+                problems.append(((("events", index, "name")), f"a second event named {event.name!r}"))
+            seen.setdefault(event.name, index)
+            for region, hosts in event.regions.items():
+                problems.extend(self._event_region_problems(index, event, region, hosts))
+        problems.extend(self._overlap_problems())
+        return problems
+
+    def _event_region_problems(
+        self, index: int, event: EventConfig, region: str, hosts: dict[str, EventHosts]
+    ) -> list[tuple[KeyPath, str]]:
+        where: KeyPath = ("events", index, "regions", region)
+        if region not in self.regions:
+            return [(where, f"region {region} is not in the config's regions ({', '.join(self.regions)})")]
+        fleets = {fleet.instance_type: fleet for fleet in self.regions[region].fleets}
+        problems: list[tuple[KeyPath, str]] = []
+        for instance_type, bounds in hosts.items():
+            fleet = fleets.get(instance_type)
+            if fleet is None:
+                problems.append(
+                    (
+                        (*where, instance_type),
+                        f"{region} has no {instance_type} fleet (its fleets: {', '.join(fleets)})",
+                    )
+                )
+            elif fleet.capacity_block is not None and bounds.max > CAPACITY_BLOCK_INSTANCES_MAX:
+                problems.append(
+                    (
+                        (*where, instance_type, "max"),
+                        f"max {bounds.max} is above the {CAPACITY_BLOCK_INSTANCES_MAX} instances one "
+                        f"Capacity Block holds ({fleet.capacity_block.id})",
+                    )
+                )
+        return problems
+
+    def _overlap_problems(self) -> list[tuple[KeyPath, str]]:
+        """Two events on one fleet whose windows (ramp included) meet: the first one's restore would cut
+        the second one's raised bounds."""
+        budget = self.serving.cold_start_budget_seconds
+        problems: list[tuple[KeyPath, str]] = []
+        for later_index, later in enumerate(self.events):
+            for earlier in self.events[:later_index]:
+                if not (later.ramp_start(budget) < earlier.end and earlier.ramp_start(budget) < later.end):
+                    continue
+                for region, hosts in later.regions.items():
+                    shared = [t for t in hosts if t in earlier.regions.get(region, {})]
+                    for instance_type in shared:
+                        problems.append(
+                            (
+                                ("events", later_index, "regions", region, instance_type),
+                                f"overlaps event {earlier.name!r} on this fleet (windows include the "
+                                f"{self._lead_text(later)} pre-warm lead); one fleet takes one event at "
+                                "a time: merge them or move one",
+                            )
+                        )
+        return problems
+
+    def _lead_text(self, event: EventConfig) -> str:
+        minutes = int(event.lead(self.serving.cold_start_budget_seconds).total_seconds() // 60)
+        return f"{minutes} min"
 
     @property
     def longest_stream_seconds(self) -> int:
@@ -293,9 +542,9 @@ class Settings(StrictModel):
         decode = self.model.max_output_tokens / self.serving.min_decode_tokens_per_second
         return self.serving.prefill_budget_seconds + math.ceil(decode)
 
-    def warnings(self) -> list[tuple[tuple[str | int, ...], str]]:
-        """(key path, message) for what validates but will likely fail at deploy time."""
-        found: list[tuple[tuple[str | int, ...], str]] = []
+    def warnings(self, now: datetime | None = None) -> list[tuple[KeyPath, str]]:
+        """(key path, message) for what validates but will likely fail at deploy time, or is stale."""
+        found: list[tuple[KeyPath, str]] = []
         for name, region in self.regions.items():
             for index, fleet in enumerate(region.fleets):
                 if not fleet.instance.offered_in(name):
@@ -307,7 +556,37 @@ class Settings(StrictModel):
                             f"(offered in {offered}); its hosts would not launch there",
                         )
                     )
+        found.extend(self._event_warnings(now or datetime.now(UTC)))
         return found
+
+    def _event_warnings(self, now: datetime) -> list[tuple[KeyPath, str]]:
+        found: list[tuple[KeyPath, str]] = []
+        for index, event in enumerate(self.events):
+            if event.end <= now:
+                found.append(
+                    (
+                        ("events", index, "end"),
+                        f"event {event.name!r} ended at {event.end.isoformat()}; nothing is scheduled for "
+                        "it (remove it when convenient)",
+                    )
+                )
+        for name in self.regions:
+            for event in self.events:
+                peak = sum(self.event_bounds(event, name, fleet)[1] for fleet in self.regions[name].fleets)
+                if peak > ECS_INSTANCES_PER_CLUSTER:
+                    found.append(
+                        (
+                            ("events", self.events.index(event), "regions", name),
+                            f"up to {peak} hosts in {name}'s one ECS cluster, above ECS's default "
+                            f"{ECS_INSTANCES_PER_CLUSTER} instances per cluster: ask AWS to raise it first",
+                        )
+                    )
+        return found
+
+    def event_bounds(self, event: EventConfig, region: str, fleet: FleetConfig) -> tuple[int, int]:
+        """(min, max) hosts of a fleet while the event's bounds hold: the event's, or the fleet's own."""
+        hosts = event.regions.get(region, {}).get(fleet.instance_type)
+        return (hosts.min, hosts.max) if hosts else (fleet.min, fleet.max)
 
     def availability_zones(self, region: str) -> list[str]:
         configured = self.regions[region].availability_zones

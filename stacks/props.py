@@ -3,9 +3,19 @@ names, environment) is decided once and testable without synthesizing anything."
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
-from cdk_constructs.fleet import FleetProps, ImageSource, ServingPorts
+from cdk_constructs.fleet import (
+    CapacityBlockProps,
+    CapacityReservationProps,
+    FleetProps,
+    ImageSource,
+    ScheduledBounds,
+    ServingPorts,
+    WarmPoolProps,
+)
 from cdk_constructs.load_balancer import CertificateFromArn, CertificateFromDns, LoadBalancerProps
 from cdk_constructs.log_encryption import LogProps
 from cdk_constructs.model_store import ModelStoreProps
@@ -101,14 +111,77 @@ def engine_environment(settings: Settings) -> tuple[tuple[str, str], ...]:
     )
 
 
-def fleet_props(settings: Settings, region: str, fleet: FleetConfig) -> FleetProps:
+@dataclass(frozen=True)
+class FleetSchedule:
+    """A fleet's bounds at deploy time and the scheduled changes after it, in time order."""
+
+    min_hosts: int
+    max_hosts: int
+    changes: tuple[ScheduledBounds, ...]
+
+
+def fleet_schedule(settings: Settings, region: str, fleet: FleetConfig, now: datetime) -> FleetSchedule:
+    """Each event on this fleet raises its bounds at the event's ramp start (start minus the cold-start
+    budget and margin) and restores the fleet's own bounds at its end. An event already over is left out
+    (a warning in the settings); one under way when the stack deploys holds its bounds from the start, so a
+    redeploy mid-event never drops the raised floor, and only its restore is scheduled."""
+    budget = settings.serving.cold_start_budget_seconds
+    current = (fleet.min, fleet.max)
+    changes: list[ScheduledBounds] = []
+    events = [event for event in settings.events if fleet.instance_type in event.regions.get(region, {})]
+    for event in sorted(events, key=lambda event: event.start):
+        if event.end <= now:
+            continue
+        hosts = event.regions[region][fleet.instance_type]
+        ramp_start = event.ramp_start(budget)
+        if ramp_start <= now:
+            current = (hosts.min, hosts.max)
+        else:
+            changes.append(
+                ScheduledBounds(f"{event.name}-raise", ramp_start.astimezone(UTC), hosts.min, hosts.max)
+            )
+        changes.append(
+            ScheduledBounds(f"{event.name}-restore", event.end.astimezone(UTC), fleet.min, fleet.max)
+        )
+    return FleetSchedule(current[0], current[1], tuple(changes))
+
+
+def warm_pool_props(fleet: FleetConfig) -> WarmPoolProps | None:
+    pool = fleet.warm_pool
+    return WarmPoolProps(pool.min_size, pool.max_prepared) if pool else None
+
+
+def capacity_reservation_props(fleet: FleetConfig) -> CapacityReservationProps | None:
+    reservation = fleet.capacity_reservation
+    if reservation is None:
+        return None
+    return CapacityReservationProps(
+        preference=reservation.preference,
+        ids=tuple(reservation.ids or ()),
+        resource_group_arn=reservation.resource_group_arn,
+    )
+
+
+def capacity_block_props(fleet: FleetConfig) -> CapacityBlockProps | None:
+    block = fleet.capacity_block
+    return CapacityBlockProps(block.id, block.availability_zone) if block else None
+
+
+def fleet_props(
+    settings: Settings, region: str, fleet: FleetConfig, now: datetime | None = None
+) -> FleetProps:
     serving = settings.serving
+    schedule = fleet_schedule(settings, region, fleet, now or datetime.now(UTC))
     return FleetProps(
         instance=fleet.instance,
         offered_in_region=fleet.instance.offered_in(region),
         tensor_parallel=fleet.tensor_parallel,
-        min_hosts=fleet.min,
-        max_hosts=fleet.max,
+        min_hosts=schedule.min_hosts,
+        max_hosts=schedule.max_hosts,
+        scheduled_bounds=schedule.changes,
+        warm_pool=warm_pool_props(fleet),
+        capacity_reservation=capacity_reservation_props(fleet),
+        capacity_block=capacity_block_props(fleet),
         data_volume_gib=fleet.data_volume_gib,
         image=image_source(settings, fleet),
         ports=ServingPorts(http=serving.http_port, grpc=serving.grpc_port, metrics=serving.metrics_port),

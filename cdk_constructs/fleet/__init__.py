@@ -4,6 +4,24 @@ scaling. `NeuronFleet` in fleet.py puts them together."""
 
 from cdk_constructs.fleet.fleet import NeuronFleet
 from cdk_constructs.fleet.image import ImageSource
-from cdk_constructs.fleet.props import FleetProps, FleetTargets, ServingPorts
+from cdk_constructs.fleet.props import (
+    CapacityBlockProps,
+    CapacityReservationProps,
+    FleetProps,
+    FleetTargets,
+    ScheduledBounds,
+    ServingPorts,
+    WarmPoolProps,
+)
 
-__all__ = ["FleetProps", "FleetTargets", "ImageSource", "NeuronFleet", "ServingPorts"]
+__all__ = [
+    "CapacityBlockProps",
+    "CapacityReservationProps",
+    "FleetProps",
+    "FleetTargets",
+    "ImageSource",
+    "NeuronFleet",
+    "ScheduledBounds",
+    "ServingPorts",
+    "WarmPoolProps",
+]

@@ -1,5 +1,6 @@
 """A fleet's hosts: launch template on the ECS Neuron AMI, the Auto Scaling group and the ECS capacity
-provider that sizes it to the service's tasks."""
+provider that sizes it to the service's tasks; the group's warm pool, capacity reservations and the
+scheduled minimums of events."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from cdk_constructs.fleet.host_boot import DATA_VOLUME_DEVICE, data_disk_commands, ecs_agent_commands
-from cdk_constructs.fleet.props import FleetProps
+from cdk_constructs.fleet.props import FleetProps, ScheduledBounds
 from cdk_constructs.nag import acknowledge
 
 ROOT_VOLUME_GIB = 200  # the Neuron serving image is tens of GiB; the AMI's default root volume is 30 GiB
@@ -36,8 +37,60 @@ class FleetHosts(Construct):
             instance_warmup_period=props.cold_start_budget_seconds,
         )
         cluster.add_asg_capacity_provider(self.capacity_provider)
-        for command in ecs_agent_commands():
+        for command in ecs_agent_commands(warm_pool=props.warm_pool is not None):
             self.auto_scaling_group.add_user_data(command)
+        if props.warm_pool is not None:
+            self.auto_scaling_group.add_warm_pool(
+                min_size=props.warm_pool.min_size,
+                max_group_prepared_capacity=props.warm_pool.max_prepared,
+                pool_state=autoscaling.PoolState.STOPPED,
+                # ECS does not support returning a host to the pool on scale-in.
+                reuse_on_scale_in=False,
+            )
+        self._reserve_capacity(props)
+        self.scheduled_actions = [self._schedule(change) for change in props.scheduled_bounds]
+
+    def _reserve_capacity(self, props: FleetProps) -> None:
+        if props.capacity_block is not None:
+            # A Capacity Block is consumed through the launch template's market type and target.
+            template = self.launch_template.node.default_child
+            assert isinstance(template, ec2.CfnLaunchTemplate)
+            template.add_property_override(
+                "LaunchTemplateData.InstanceMarketOptions", {"MarketType": "capacity-block"}
+            )
+            template.add_property_override(
+                "LaunchTemplateData.CapacityReservationSpecification",
+                {"CapacityReservationTarget": {"CapacityReservationId": props.capacity_block.reservation_id}},
+            )
+        reservation = props.capacity_reservation
+        if reservation is not None:
+            group = self.auto_scaling_group.node.default_child
+            assert isinstance(group, autoscaling.CfnAutoScalingGroup)
+            target = (
+                {"capacity_reservation_ids": list(reservation.ids)}
+                if reservation.ids
+                else {"capacity_reservation_resource_group_arns": [reservation.resource_group_arn]}
+            )
+            group.capacity_reservation_specification = (
+                autoscaling.CfnAutoScalingGroup.CapacityReservationSpecificationProperty(
+                    capacity_reservation_preference=reservation.preference,
+                    capacity_reservation_target=autoscaling.CfnAutoScalingGroup.CapacityReservationTargetProperty(
+                        **target
+                    ),
+                )
+            )
+
+    def _schedule(self, change: ScheduledBounds) -> autoscaling.CfnScheduledAction:
+        """A one-time change of the group's bounds. The minimum is what holds hosts up: the capacity provider
+        owns the desired count, so none is set here either."""
+        return autoscaling.CfnScheduledAction(
+            self,
+            f"Scheduled-{change.name}",
+            auto_scaling_group_name=self.auto_scaling_group.auto_scaling_group_name,
+            start_time=change.at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            min_size=change.min_hosts,
+            max_size=change.max_hosts,
+        )
 
     def _group(self, props: FleetProps, cluster: ecs.Cluster) -> autoscaling.AutoScalingGroup:
         user_data = ec2.UserData.for_linux()
@@ -95,11 +148,15 @@ class FleetHosts(Construct):
             require_imdsv2=True,
             http_put_response_hop_limit=1,
         )
+        # A Capacity Block lives in one zone: hosts elsewhere would fail to launch.
+        zones = [props.capacity_block.availability_zone] if props.capacity_block else None
         group = autoscaling.AutoScalingGroup(
             self,
             "Hosts",
             vpc=cluster.vpc,
-            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            vpc_subnets=ec2.SubnetSelection(
+                subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, availability_zones=zones
+            ),
             launch_template=self.launch_template,
             # No desired capacity: a redeploy must never reset a running fleet; the capacity provider
             # owns the desired count and the config owns the bounds.

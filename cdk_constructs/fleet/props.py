@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
@@ -16,6 +18,42 @@ class ServingPorts:
     http: int
     grpc: int
     metrics: int
+
+
+@dataclass(frozen=True)
+class ScheduledBounds:
+    """From `at` on, the fleet's hosts and tasks stay within [min_hosts, max_hosts]: set on both the service's
+    scalable target and the Auto Scaling group, because the capacity provider overrides the group's desired
+    count and only the group's minimum holds hosts up."""
+
+    name: str  # unique per fleet, e.g. "prime-day-raise"
+    at: datetime  # timezone-aware
+    min_hosts: int
+    max_hosts: int
+
+
+@dataclass(frozen=True)
+class WarmPoolProps:
+    min_size: int
+    max_prepared: int | None
+
+
+@dataclass(frozen=True)
+class CapacityReservationProps:
+    """On-Demand Capacity Reservations, targeted from the Auto Scaling group (the group, unlike a launch
+    template, takes several ids and the capacity-reservations-first preference)."""
+
+    preference: Literal["capacity-reservations-first", "capacity-reservations-only"]
+    ids: tuple[str, ...] = ()
+    resource_group_arn: str | None = None
+
+
+@dataclass(frozen=True)
+class CapacityBlockProps:
+    """A Capacity Block for ML: the launch template's market type and target, hosts only in its zone."""
+
+    reservation_id: str
+    availability_zone: str
 
 
 @dataclass(frozen=True)
@@ -40,6 +78,11 @@ class FleetProps:
     offered_in_region: bool
     # Capacity providers keep this share of the ASG busy with tasks; 100 means no idle spare hosts.
     target_capacity_percent: int = 100
+    # Bound changes for scheduled events, in time order (stacks/props.py derives them from `events:`).
+    scheduled_bounds: tuple[ScheduledBounds, ...] = ()
+    warm_pool: WarmPoolProps | None = None
+    capacity_reservation: CapacityReservationProps | None = None
+    capacity_block: CapacityBlockProps | None = None
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ provider then sizes the hosts to fit (one host per task)."""
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ecs as ecs
 from constructs import Construct
@@ -37,3 +38,12 @@ class ServiceScaling(Construct):
             scale_out_cooldown=Duration.minutes(2),
             scale_in_cooldown=Duration.minutes(30),
         )
+        # Events: the task bounds change at the same moments as the group's (hosts.py); target tracking
+        # keeps scaling inside whichever bounds hold.
+        for change in props.scheduled_bounds:
+            self.scalable_task_count.scale_on_schedule(
+                change.name,
+                schedule=appscaling.Schedule.at(change.at),
+                min_capacity=change.min_hosts,
+                max_capacity=change.max_hosts,
+            )
