@@ -14,8 +14,8 @@ INSTANCE_STORE_MODEL = "Amazon EC2 NVMe Instance Storage"
 EBS_MODEL = "Amazon Elastic Block Store"
 DATA_VOLUME_DEVICE = "/dev/xvdb"
 
-# Installed by user data, run by systemd at every boot: cloud-init runs user data at the first boot only, and a
-# warm-pool host boots again when it leaves the pool.
+# Installed by user data, run by systemd at every boot: cloud-init runs user data at the first boot only,
+# and a warm-pool host boots again when it leaves the pool.
 DATA_DISK_SCRIPT = "/usr/local/sbin/serving-data-disk"
 DATA_DISK_UNIT = "serving-data-disk.service"
 DATA_DISK_WAIT_SECONDS = 60  # NVMe disks can appear a moment after systemd starts the unit

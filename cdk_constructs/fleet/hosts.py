@@ -66,18 +66,16 @@ class FleetHosts(Construct):
         if reservation is not None:
             group = self.auto_scaling_group.node.default_child
             assert isinstance(group, autoscaling.CfnAutoScalingGroup)
+            spec = autoscaling.CfnAutoScalingGroup
             target = (
-                {"capacity_reservation_ids": list(reservation.ids)}
+                spec.CapacityReservationTargetProperty(capacity_reservation_ids=list(reservation.ids))
                 if reservation.ids
-                else {"capacity_reservation_resource_group_arns": [reservation.resource_group_arn]}
-            )
-            group.capacity_reservation_specification = (
-                autoscaling.CfnAutoScalingGroup.CapacityReservationSpecificationProperty(
-                    capacity_reservation_preference=reservation.preference,
-                    capacity_reservation_target=autoscaling.CfnAutoScalingGroup.CapacityReservationTargetProperty(
-                        **target
-                    ),
+                else spec.CapacityReservationTargetProperty(
+                    capacity_reservation_resource_group_arns=[reservation.resource_group_arn]
                 )
+            )
+            group.capacity_reservation_specification = spec.CapacityReservationSpecificationProperty(
+                capacity_reservation_preference=reservation.preference, capacity_reservation_target=target
             )
 
     def _schedule(self, change: ScheduledBounds) -> autoscaling.CfnScheduledAction:

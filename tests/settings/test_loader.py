@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,31 @@ TRN1_IN_EU_WEST_1 = (
     .replace("inf2.48xlarge", "trn1.32xlarge")
     .replace("tensor_parallel: 24", "tensor_parallel: 32")
 )
+
+
+TRN1_FLEET = "      - {instance_type: trn1.32xlarge, tensor_parallel: 32, min: 0, max: 4}\n"
+EVENT = """\
+events:
+  - name: prime-day
+    start: "2027-07-08T00:00:00-07:00"
+    end: "2027-07-10T00:00:00-07:00"
+    regions:
+      us-east-1:
+        inf2.48xlarge: {min: 12, max: 60}
+"""
+LATER_EVENT = """\
+  - name: cyber-monday
+    start: "2027-07-09T12:00:00Z"
+    end: "2027-07-11T00:00:00Z"
+    regions:
+      us-east-1:
+        inf2.48xlarge: {min: 6, max: 30}
+"""
+
+
+def with_fleet_option(option: str, fleet: str = TRN1_FLEET) -> str:
+    """MINIMAL plus a trn1 fleet carrying `option` (flow-style YAML inside the fleet's braces)."""
+    return MINIMAL + fleet.replace("}", f", {option}}}")
 
 
 def write(tmp_path: Path, text: str, name: str = "config.yaml") -> Path:
@@ -168,6 +194,112 @@ BAD_CONFIGS = [
         MINIMAL + "container:\n  image_uris:\n    gpu: repo/image:1\n",
         ["unknown Neuron family 'gpu'"],
         id="image-for-unknown-family",
+    ),
+    pytest.param(
+        MINIMAL + EVENT.replace('end: "2027-07-10T00:00:00-07:00"', 'end: "2027-07-07T00:00:00-07:00"'),
+        ["config.yaml:11", "events[name=prime-day].end", "is not after start"],
+        id="event-ends-before-it-starts",
+    ),
+    pytest.param(
+        MINIMAL + EVENT.replace('"2027-07-08T00:00:00-07:00"', '"2027-07-08T00:00:00"'),
+        ["config.yaml:10", "events[name=prime-day].start", "has no UTC offset"],
+        id="event-time-without-offset",
+    ),
+    pytest.param(
+        MINIMAL + EVENT.replace('"2027-07-08T00:00:00-07:00"', '"July 8th"'),
+        ["events[name=prime-day].start", "'July 8th' is not an ISO 8601 time"],
+        id="event-time-not-iso",
+    ),
+    pytest.param(
+        MINIMAL + EVENT.replace("name: prime-day", "name: Prime_Day"),
+        ["config.yaml:9", "events[name=Prime_Day].name", "should match pattern"],
+        id="event-name-not-lowercase",
+    ),
+    pytest.param(
+        MINIMAL + EVENT.replace("us-east-1:\n        inf2", "us-west-2:\n        inf2"),
+        [
+            "config.yaml:13",
+            "events[name=prime-day].regions.us-west-2",
+            "region us-west-2 is not in the config",
+        ],
+        id="event-region-not-in-config",
+    ),
+    pytest.param(
+        MINIMAL + EVENT.replace("inf2.48xlarge: {min", "trn1.32xlarge: {min"),
+        ["config.yaml:14", "regions.us-east-1.trn1.32xlarge", "us-east-1 has no trn1.32xlarge fleet"],
+        id="event-fleet-not-in-region",
+    ),
+    pytest.param(
+        MINIMAL + EVENT.replace("{min: 12, max: 60}", "{min: 70, max: 60}"),
+        ["config.yaml:14", "regions.us-east-1.inf2.48xlarge", "min (70) is above max (60)"],
+        id="event-min-above-max",
+    ),
+    pytest.param(
+        MINIMAL + EVENT + LATER_EVENT,
+        [
+            "config.yaml:20",
+            "events[name=cyber-monday].regions.us-east-1.inf2.48xlarge",
+            "overlaps event 'prime-day'",
+            "60 min pre-warm lead",
+        ],
+        id="overlapping-events-on-one-fleet",
+    ),
+    pytest.param(
+        MINIMAL + EVENT + EVENT.removeprefix("events:\n"),
+        ["events[name=prime-day].name", "a second event named 'prime-day'"],
+        id="two-events-one-name",
+    ),
+    pytest.param(
+        with_fleet_option("capacity_block: {id: cr-0123456789abcdef0, availability_zone: us-east-1a}")
+        + EVENT.replace("inf2.48xlarge: {min: 12, max: 60}", "trn1.32xlarge: {min: 12, max: 65}"),
+        ["regions.us-east-1.trn1.32xlarge.max", "max 65 is above the 64 instances one Capacity Block holds"],
+        id="event-above-a-capacity-block",
+    ),
+    pytest.param(
+        MINIMAL.replace(
+            "min: 1, max: 2}",
+            "min: 0, max: 2, capacity_block: {id: cr-0123456789abcdef0, availability_zone: us-east-1a}}",
+        ),
+        ["a Capacity Block cannot hold inf2.48xlarge", "trn1.32xlarge, trn2.48xlarge"],
+        id="capacity-block-on-inf2",
+    ),
+    pytest.param(
+        with_fleet_option(
+            "capacity_block: {id: cr-0123456789abcdef0, availability_zone: us-east-1a}"
+        ).replace("min: 0, max: 4", "min: 2, max: 4"),
+        ["min is 2 on a Capacity Block fleet", "set min 0"],
+        id="capacity-block-fleet-with-a-floor",
+    ),
+    pytest.param(
+        with_fleet_option(
+            "capacity_block: {id: cr-0123456789abcdef0, availability_zone: us-east-1a}, "
+            "warm_pool: {min_size: 1}"
+        ),
+        ["a Capacity Block fleet takes no warm_pool"],
+        id="capacity-block-with-warm-pool",
+    ),
+    pytest.param(
+        with_fleet_option("capacity_block: {id: cr-0123456789abcdef0, availability_zone: us-east-1f}"),
+        ["config.yaml:8", "capacity_block.availability_zone", "us-east-1f is not one of the stack's zones"],
+        id="capacity-block-outside-the-stack-zones",
+    ),
+    pytest.param(
+        with_fleet_option("capacity_block: {id: reservation-1, availability_zone: us-east-1a}"),
+        ["capacity_block.id", "'reservation-1' is not a capacity reservation id"],
+        id="capacity-block-bad-id",
+    ),
+    pytest.param(
+        with_fleet_option(
+            "capacity_reservation: {ids: [cr-0123456789abcdef0], "
+            "resource_group_arn: 'arn:aws:resource-groups:us-east-1:111111111111:group/peak'}"
+        ),
+        ["capacity_reservation", "exactly one of ids or resource_group_arn"],
+        id="reservation-ids-and-group",
+    ),
+    pytest.param(
+        with_fleet_option("capacity_reservation: {ids: [cr-0123456789abcdef0], preference: open}"),
+        ["capacity_reservation.preference", "'capacity-reservations-first' or 'capacity-reservations-only'"],
+        id="reservation-unknown-preference",
     ),
     pytest.param("regions: [\n", ["config.yaml:2", "not valid YAML"], id="yaml-syntax"),
     pytest.param("- a\n- b\n", ["the top level must be a mapping"], id="top-level-list"),
@@ -322,6 +454,47 @@ def test_cli_prints_warnings_and_fails_on_them_only_when_strict(
     captured = capsys.readouterr()
     assert "config error (--strict):" in captured.err and "not offered in eu-west-1" in captured.err
     assert captured.out == ""
+
+
+def test_an_event_already_over_is_a_warning_with_its_line_and_still_validates(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL + EVENT.replace("2027-07-", "2020-07-"))
+    loaded = load_config(path)
+    assert loaded.settings.events[0].name == "prime-day"
+    assert loaded.warnings == (
+        f"{path}:11: events[name=prime-day].end: event 'prime-day' ended at 2020-07-10T00:00:00-07:00; "
+        "nothing is scheduled for it (remove it when convenient)",
+    )
+
+
+def test_event_times_are_read_quoted_or_as_yaml_timestamps_with_their_offset(tmp_path: Path) -> None:
+    quoted = load_settings(write(tmp_path, MINIMAL + EVENT, "quoted.yaml")).events[0]
+    bare = load_settings(write(tmp_path, MINIMAL + EVENT.replace('"', ""), "bare.yaml")).events[0]
+    assert quoted.start == bare.start
+    assert quoted.start.utcoffset() == bare.start.utcoffset()
+    assert quoted.ramp_start(1800) == datetime(2027, 7, 8, 6, 0, tzinfo=UTC)  # 30 min budget + 30 min margin
+
+
+def test_an_events_overlay_adds_its_events_and_keeps_the_base_ones_by_name(tmp_path: Path) -> None:
+    write(tmp_path, MINIMAL + EVENT, "base.yaml")
+    overlay = write(
+        tmp_path,
+        "base: base.yaml\n"
+        + "events:\n"
+        + LATER_EVENT.replace("2027-07-09T12", "2027-12-01T00").replace("2027-07-11", "2027-12-02"),
+        "peak.yaml",
+    )
+    assert [event.name for event in load_settings(overlay).events] == ["prime-day", "cyber-monday"]
+
+
+def test_warm_pool_and_reservations_are_read_per_fleet(tmp_path: Path) -> None:
+    text = with_fleet_option(
+        "warm_pool: {min_size: 1, max_prepared: 3}, capacity_reservation: "
+        "{preference: capacity-reservations-only, ids: [cr-0123456789abcdef0]}"
+    )
+    fleet = load_settings(write(tmp_path, text)).regions["us-east-1"].fleets[1]
+    assert fleet.warm_pool is not None and (fleet.warm_pool.min_size, fleet.warm_pool.max_prepared) == (1, 3)
+    assert fleet.capacity_reservation is not None
+    assert fleet.capacity_reservation.ids == ["cr-0123456789abcdef0"]
 
 
 def test_cli_summarizes_a_good_config(capsys: pytest.CaptureFixture[str]) -> None:

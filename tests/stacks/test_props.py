@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-import pytest
+from datetime import UTC, datetime, timedelta
 
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import settings as settings_profile
+from hypothesis import strategies as st
+
+from cdk_constructs.fleet import ScheduledBounds
 from cdk_constructs.load_balancer import CertificateFromArn, CertificateFromDns
-from settings import load_settings
+from settings import Settings, load_settings
 from stacks import props
+
+DEFAULT_DATA = yaml.safe_load((props.CONTAINER_DIRECTORY.parent / "config" / "default.yaml").read_text())
 
 ARN = "arn:aws:acm:us-west-2:111111111111:certificate/abc-123"
 
@@ -100,3 +109,106 @@ def test_default_generation_length_never_exceeds_the_limit(overlay):
     settings = overlay("model:\n  max_output_tokens: 100\n")
     environment = dict(props.engine_environment(settings))
     assert environment["ASSISTANT_DEFAULT_MAX_TOKENS"] == "100"
+
+
+EVENT = """\
+events:
+  - name: prime-day
+    start: "2027-07-08T00:00:00-07:00"
+    end: "2027-07-10T00:00:00-07:00"
+    prewarm_margin_minutes: 30
+    regions:
+      us-east-1:
+        inf2.48xlarge: {min: 12, max: 60}
+"""
+START = datetime(2027, 7, 8, 7, 0, tzinfo=UTC)
+END = datetime(2027, 7, 10, 7, 0, tzinfo=UTC)
+LEAD = timedelta(seconds=1800, minutes=30)  # the default cold-start budget plus the margin
+
+
+def _inf2(settings, region="us-east-1"):
+    return next(f for f in settings.regions[region].fleets if f.instance_type == "inf2.48xlarge")
+
+
+def test_an_event_raises_the_bounds_one_cold_start_and_margin_ahead_and_restores_them_at_its_end(overlay):
+    settings = overlay(EVENT)
+    schedule = props.fleet_schedule(settings, "us-east-1", _inf2(settings), now=START - timedelta(days=30))
+    assert (schedule.min_hosts, schedule.max_hosts) == (2, 20)
+    assert schedule.changes == (
+        ScheduledBounds("prime-day-raise", START - LEAD, 12, 60),
+        ScheduledBounds("prime-day-restore", END, 2, 20),
+    )
+
+
+def test_a_deploy_during_the_ramp_keeps_the_event_bounds_and_schedules_only_the_restore(overlay):
+    settings = overlay(EVENT)
+    schedule = props.fleet_schedule(settings, "us-east-1", _inf2(settings), now=START - LEAD / 2)
+    assert (schedule.min_hosts, schedule.max_hosts) == (12, 60)
+    assert [change.name for change in schedule.changes] == ["prime-day-restore"]
+
+
+def test_an_event_that_is_over_schedules_nothing(overlay):
+    settings = overlay(EVENT)
+    schedule = props.fleet_schedule(settings, "us-east-1", _inf2(settings), now=END)
+    assert (schedule.min_hosts, schedule.max_hosts, schedule.changes) == (2, 20, ())
+
+
+def test_fleets_and_regions_the_event_does_not_name_keep_their_own_bounds(overlay):
+    settings = overlay(EVENT)
+    for region in settings.regions:
+        for fleet in settings.regions[region].fleets:
+            if (region, fleet.instance_type) != ("us-east-1", "inf2.48xlarge"):
+                fleet_props = props.fleet_props(settings, region, fleet, now=START - timedelta(days=1))
+                assert (fleet_props.min_hosts, fleet_props.max_hosts) == (fleet.min, fleet.max)
+                assert fleet_props.scheduled_bounds == ()
+
+
+def _bounds_at(schedule, moment):
+    bounds = (schedule.min_hosts, schedule.max_hosts)
+    for change in schedule.changes:
+        if change.at <= moment:
+            bounds = (change.min_hosts, change.max_hosts)
+    return bounds
+
+
+@settings_profile(max_examples=30, deadline=None)
+@given(
+    windows=st.lists(
+        st.tuples(st.integers(2, 72), st.integers(1, 96), st.integers(3, 40)), min_size=1, max_size=4
+    ),
+    now_offset=st.integers(-10, 400),
+)
+def test_at_every_moment_after_deploy_the_bounds_are_the_event_in_its_window_else_the_fleet(
+    windows, now_offset
+):
+    """Events spaced by at least their lead never overlap; whenever `now` falls, the scheduled changes
+    applied on top of the deployed bounds give the event's bounds inside [ramp start, end), else the
+    fleet's own."""
+    origin = datetime(2027, 1, 1, tzinfo=UTC)
+    events, expected, cursor = [], [], origin
+    for index, (gap_hours, hours, hosts) in enumerate(windows):
+        start = cursor + timedelta(hours=gap_hours) + LEAD
+        end = start + timedelta(hours=hours)
+        events.append(
+            {
+                "name": f"event-{index}",
+                "start": start.isoformat(),
+                "end": end.isoformat(),
+                "regions": {"us-east-1": {"inf2.48xlarge": {"min": hosts, "max": hosts + 10}}},
+            }
+        )
+        expected.append((start - LEAD, end, (hosts, hosts + 10)))
+        cursor = end
+    settings = Settings.model_validate({**DEFAULT_DATA, "events": events})
+    now = origin + timedelta(hours=now_offset)
+    schedule = props.fleet_schedule(settings, "us-east-1", _inf2(settings), now=now)
+    assert [change.at for change in schedule.changes] == sorted(change.at for change in schedule.changes)
+    assert all(change.at > now for change in schedule.changes)
+    probes = [now] + [
+        moment for ramp, end, _ in expected for moment in (ramp, end - timedelta(seconds=1), end)
+    ]
+    for moment in probes:
+        if moment < now:
+            continue
+        inside = [bounds for ramp, end, bounds in expected if ramp <= moment < end]
+        assert _bounds_at(schedule, moment) == (inside[0] if inside else (2, 20)), moment

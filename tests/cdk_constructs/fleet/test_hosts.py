@@ -1,9 +1,14 @@
 import json
+from datetime import UTC, datetime
 
-from aws_cdk.assertions import Match
+import pytest
+from aws_cdk.assertions import Capture, Match
 
+from cdk_constructs.fleet import CapacityBlockProps, CapacityReservationProps, ScheduledBounds, WarmPoolProps
 from cdk_constructs.fleet.host_boot import EBS_MODEL, INSTANCE_STORE_MODEL
 from tests.cdk_constructs.fleet.builders import NEURON_AMI_PARAMETER, build, fleet_props
+
+GROUP_ARN = "arn:aws:resource-groups:us-east-1:111111111111:group/prime-day"
 
 
 def test_hosts_boot_the_ecs_neuron_ami_resolved_from_ssm_at_deploy_time(template):
@@ -65,3 +70,94 @@ def test_host_joins_the_cluster_and_blocks_task_metadata_access(template):
     assert "ECS_CLUSTER=" in user_data
     assert "ECS_AWSVPC_BLOCK_IMDS=true" in user_data
     assert "ECS_CONTAINER_STOP_TIMEOUT=120s" in user_data
+
+
+RAISE = ScheduledBounds("prime-day-raise", datetime(2027, 7, 8, 6, 0, tzinfo=UTC), 12, 60)
+RESTORE = ScheduledBounds("prime-day-restore", datetime(2027, 7, 10, 7, 0, tzinfo=UTC), 2, 20)
+
+
+def test_event_bounds_are_scheduled_on_the_group_minimum_and_maximum_without_desired_capacity(stack, vpc):
+    _, template = build(stack, vpc, fleet_props(scheduled_bounds=(RAISE, RESTORE)))
+    actions = template.find_resources("AWS::AutoScaling::ScheduledAction")
+    group = Capture()
+    template.has_resource_properties(
+        "AWS::AutoScaling::ScheduledAction",
+        {"AutoScalingGroupName": {"Ref": group}, "StartTime": "2027-07-08T06:00:00Z", "MinSize": 12},
+    )
+    assert group.as_string() in template.find_resources("AWS::AutoScaling::AutoScalingGroup")
+    assert sorted(
+        (a["Properties"]["StartTime"], a["Properties"]["MinSize"], a["Properties"]["MaxSize"])
+        for a in actions.values()
+    ) == [("2027-07-08T06:00:00Z", 12, 60), ("2027-07-10T07:00:00Z", 2, 20)]
+    assert all("DesiredCapacity" not in a["Properties"] for a in actions.values())
+
+
+def test_warm_pool_keeps_stopped_hosts_that_never_return_on_scale_in(stack, vpc):
+    _, template = build(stack, vpc, fleet_props(warm_pool=WarmPoolProps(min_size=2, max_prepared=40)))
+    template.has_resource_properties(
+        "AWS::AutoScaling::WarmPool",
+        {
+            "PoolState": "Stopped",
+            "MinSize": 2,
+            "MaxGroupPreparedCapacity": 40,
+            "InstanceReusePolicy": {"ReuseOnScaleIn": False},
+        },
+    )
+    launch = next(iter(template.find_resources("AWS::EC2::LaunchTemplate").values()))
+    assert "ECS_WARM_POOLS_CHECK=true" in json.dumps(launch["Properties"]["LaunchTemplateData"]["UserData"])
+
+
+def test_no_warm_pool_unless_configured(template):
+    assert template.find_resources("AWS::AutoScaling::WarmPool") == {}
+    assert "ECS_WARM_POOLS_CHECK" not in json.dumps(template.to_json())
+
+
+@pytest.mark.parametrize(
+    ("reservation", "target"),
+    [
+        (
+            CapacityReservationProps("capacity-reservations-first", ids=("cr-0123456789abcdef0",)),
+            {"CapacityReservationIds": ["cr-0123456789abcdef0"]},
+        ),
+        (
+            CapacityReservationProps("capacity-reservations-only", resource_group_arn=GROUP_ARN),
+            {"CapacityReservationResourceGroupArns": [GROUP_ARN]},
+        ),
+    ],
+)
+def test_group_targets_on_demand_capacity_reservations_with_the_preference(stack, vpc, reservation, target):
+    _, template = build(stack, vpc, fleet_props(capacity_reservation=reservation))
+    template.has_resource_properties(
+        "AWS::AutoScaling::AutoScalingGroup",
+        {
+            "CapacityReservationSpecification": {
+                "CapacityReservationPreference": reservation.preference,
+                "CapacityReservationTarget": target,
+            }
+        },
+    )
+
+
+def test_capacity_block_sets_the_market_type_and_keeps_hosts_in_the_block_zone(stack, vpc):
+    block = CapacityBlockProps("cr-0123456789abcdef0", "us-east-1b")
+    _, template = build(stack, vpc, fleet_props("trn1.32xlarge", min_hosts=0, capacity_block=block))
+    template.has_resource_properties(
+        "AWS::EC2::LaunchTemplate",
+        {
+            "LaunchTemplateData": Match.object_like(
+                {
+                    "InstanceMarketOptions": {"MarketType": "capacity-block"},
+                    "CapacityReservationSpecification": {
+                        "CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}
+                    },
+                }
+            )
+        },
+    )
+    group = next(iter(template.find_resources("AWS::AutoScaling::AutoScalingGroup").values()))
+    subnets = [ref["Ref"] for ref in group["Properties"]["VPCZoneIdentifier"]]
+    zones = {
+        name: subnet["Properties"]["AvailabilityZone"]
+        for name, subnet in template.find_resources("AWS::EC2::Subnet").items()
+    }
+    assert [zones[subnet] for subnet in subnets] == ["us-east-1b"]
