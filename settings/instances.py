@@ -35,6 +35,11 @@ class InstanceFacts:
         return tuple(f"/dev/neuron{index}" for index in range(self.neuron_devices))
 
     @property
+    def on_demand_vcpu_quota(self) -> str:
+        """The Service Quotas code of the account's On-Demand vCPU limit that counts this type's hosts."""
+        return ON_DEMAND_VCPU_QUOTAS[self.family]
+
+    @property
     def has_instance_store(self) -> bool:
         return self.instance_store_gib > 0
 
@@ -42,6 +47,15 @@ class InstanceFacts:
         """Degrees that use the host's NeuronCores in whole model replicas."""
         return tuple(d for d in range(1, self.neuron_cores + 1) if self.neuron_cores % d == 0)
 
+
+# Service Quotas codes (service ec2): "Running On-Demand Inf instances" and "Running On-Demand Trn instances",
+# both counted in vCPUs; trn1 and trn2 share one.
+ON_DEMAND_VCPU_QUOTAS = {
+    NeuronFamily.INF2: "L-1945791B",
+    NeuronFamily.TRN1: "L-2C3B7624",
+    NeuronFamily.TRN2: "L-2C3B7624",
+}
+QUOTA_NAMES = {"L-1945791B": "On-Demand Inf vCPUs", "L-2C3B7624": "On-Demand Trn vCPUs"}
 
 # Regions where EC2 offers each type, from the AWS price list as bundled with cfn-lint 1.58 (its
 # instance-type data); tests/settings/test_instances.py fails when a cfn-lint upgrade disagrees.

@@ -1,0 +1,114 @@
+"""`python -m ops.preflight CONFIG`: print a table per region of what the config needs from the account
+beside what the account has; exit 1 naming every shortfall, 2 when AWS cannot be asked."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ops.preflight.aws import capacity_reservations, quota_values, zone_offerings
+from ops.preflight.checks import (
+    Finding,
+    Status,
+    quota_findings,
+    reservation_findings,
+    reservation_ids,
+    zone_findings,
+)
+from settings.loader import ConfigError, load_settings
+from settings.schema import Settings
+
+STYLES = {Status.OK: "green", Status.WARNING: "yellow", Status.SHORTFALL: "bold red"}
+
+
+def region_findings(settings: Settings, region: str, ec2: Any, service_quotas: Any) -> list[Finding]:
+    fleets = settings.regions[region].fleets
+    codes = sorted({fleet.instance.on_demand_vcpu_quota for fleet in fleets})
+    findings = quota_findings(settings, region, quota_values(service_quotas, codes))
+    findings += zone_findings(settings, region, zone_offerings(ec2, [f.instance_type for f in fleets]))
+    named = reservation_ids(settings, region)
+    reservations = capacity_reservations(ec2, named) if named else {}
+    findings += reservation_findings(settings, region, reservations)
+    return findings
+
+
+def table(region: str, findings: list[Finding]) -> Table:
+    rendered = Table(title=f"{region}", title_justify="left")
+    for column in ("check", "for", "needed", "available", "result"):
+        rendered.add_column(column)
+    for finding in findings:
+        rendered.add_row(
+            finding.check,
+            finding.scope,
+            finding.needed,
+            finding.available,
+            f"[{STYLES[finding.status]}]{finding.status.value}[/]",
+        )
+    return rendered
+
+
+def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ops.preflight", description=__doc__.split("\n\n")[0])
+    parser.add_argument("config", help="the config file to check, e.g. config/prime-day.yaml")
+    args = parser.parse_args(argv)
+    console = Console()
+    errors = Console(stderr=True, soft_wrap=True)
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as error:
+        errors.print(f"config error:\n{error}", markup=False, highlight=False)
+        return 1
+
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    session = (session_factory or boto3.Session)()
+    problems: list[Finding] = []
+    for region in settings.regions:
+        try:
+            findings = region_findings(
+                settings,
+                region,
+                session.client("ec2", region_name=region),
+                session.client("service-quotas", region_name=region),
+            )
+        except NoCredentialsError:
+            errors.print(
+                "preflight: no AWS credentials found; it reads quotas, zone offerings and reservations from "
+                "your account: set AWS_PROFILE (or run `aws configure` / `aws sso login`) and run it again",
+                markup=False,
+            )
+            return 2
+        except ClientError as error:
+            detail = error.response.get("Error", {})
+            errors.print(
+                f"preflight: AWS refused {error.operation_name} in {region}: "
+                f"{detail.get('Code')}: {detail.get('Message')}",
+                markup=False,
+            )
+            return 2
+        except BotoCoreError as error:
+            errors.print(f"preflight: cannot reach AWS in {region}: {error}", markup=False)
+            return 2
+        console.print(table(region, findings))
+        problems.extend(f for f in findings if f.status is not Status.OK)
+    for finding in problems:
+        if finding.status is Status.WARNING:
+            errors.print(f"warning: {finding.advice}", markup=False, highlight=False)
+    shortfalls = [f for f in problems if f.status is Status.SHORTFALL]
+    if shortfalls:
+        errors.print(f"{len(shortfalls)} shortfall(s):", markup=False)
+        for finding in shortfalls:
+            errors.print(f"  {finding.advice}", markup=False, highlight=False)
+        return 1
+    console.print(f"preflight: {args.config} fits the account in {', '.join(settings.regions)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
