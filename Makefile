@@ -17,7 +17,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 CDK := npx --no-install cdk --no-notices
 
-.PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy \
+.PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy preflight \
         serve ask image bench bench-serving bench-retrieval clean
 
 help:
@@ -25,6 +25,7 @@ help:
 	@echo "make test                  run the whole test suite"
 	@echo "make lint                  ruff, cfn-lint on cdk.out, hadolint on the Dockerfile"
 	@echo "make deploy | diff | destroy [CONFIG=file]   for users with an AWS account"
+	@echo "make preflight CONFIG=file   check quotas, zones and reservations for a config's events (AWS account)"
 	@echo "make serve / make ask Q=\"...\"   run the assistant locally on a real Triton server"
 	@echo "make image                 build the production container (needs Docker)"
 	@echo "make bench | bench-serving | bench-retrieval   synth time, serving TTFT, retrieval index"
@@ -73,6 +74,11 @@ diff: validate node
 destroy: validate node
 	$(VENV)/bin/python -m ops.release_capacity $(CONFIG) $(if $(YES),--yes)
 	$(CDK) destroy --all --force -c config=$(CONFIG)
+
+# Before a peak: the account's vCPU quotas, the zones offering each type and the named reservations against
+# what the config's events need. Reads only; exits non-zero naming each shortfall.
+preflight: validate
+	$(VENV)/bin/python -m ops.preflight $(CONFIG)
 
 bench: venv node
 	$(VENV)/bin/python bench/synth_time.py

@@ -1,0 +1,103 @@
+"""The preflight's decisions on plain data: quotas, zone offerings and reservations."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from ops.preflight.checks import (
+    EVERYDAY,
+    Status,
+    quota_findings,
+    reservation_findings,
+    reservation_ids,
+    scenarios,
+    vcpus_needed,
+    zone_findings,
+)
+from tests.ops.preflight.conftest import BLOCK_ID, block
+
+INF, TRN = "L-1945791B", "L-2C3B7624"
+# Zones as moto 5.2.5 offers them in us-east-1 (measured).
+US_EAST_1 = {
+    "inf2.48xlarge": {"us-east-1a", "us-east-1b", "us-east-1c", "us-east-1f"},
+    "trn1.32xlarge": {"us-east-1b", "us-east-1c", "us-east-1f"},
+}
+
+
+def test_each_event_needs_the_vcpus_of_every_fleet_at_its_max_hosts(peak):
+    by_name = {scenario.name: scenario for scenario in scenarios(peak, "us-east-1")}
+    assert set(by_name) == {EVERYDAY, "peak-test"}
+    assert vcpus_needed(peak, "us-east-1", by_name[EVERYDAY]) == {INF: 20 * 192, TRN: 10 * 128}
+    assert vcpus_needed(peak, "us-east-1", by_name["peak-test"]) == {INF: 60 * 192, TRN: 30 * 128}
+    # us-west-2's event raises inf2 only; its trn1 fleet keeps its own max.
+    west = {s.name: s for s in scenarios(peak, "us-west-2")}
+    assert vcpus_needed(peak, "us-west-2", west["peak-test"]) == {INF: 40 * 192, TRN: 10 * 128}
+
+
+def test_a_quota_below_an_events_peak_is_a_shortfall_naming_region_event_and_code(peak):
+    findings = quota_findings(peak, "us-east-1", {INF: 5000.0, TRN: 4000.0})
+    short = [f for f in findings if f.status is Status.SHORTFALL]
+    assert [(f.scope, f.check) for f in short] == [("peak-test", f"On-Demand Inf vCPUs ({INF})")]
+    assert "us-east-1 peak-test" in short[0].advice and "11,520" in short[0].advice
+    assert all(f.status is Status.OK for f in findings if f.scope == EVERYDAY)
+
+
+def test_a_type_missing_from_some_zones_warns_and_from_all_is_a_shortfall(default):
+    findings = {f.scope: f for f in zone_findings(default, "us-east-1", US_EAST_1)}
+    assert findings["inf2.48xlarge"].status is Status.OK
+    assert findings["trn1.32xlarge"].status is Status.WARNING
+    assert "not offered in us-east-1a" in findings["trn1.32xlarge"].advice
+    nowhere = {f.scope: f for f in zone_findings(default, "us-east-1", {"inf2.48xlarge": {"us-east-1f"}})}
+    assert nowhere["inf2.48xlarge"].status is nowhere["trn1.32xlarge"].status is Status.SHORTFALL
+    assert "offered in us-east-1f" in nowhere["inf2.48xlarge"].advice
+
+
+def test_a_capacity_block_fleet_is_judged_on_its_block_zone_alone(peak):
+    findings = {f.scope: f for f in zone_findings(peak, "us-east-1", US_EAST_1)}
+    assert findings["trn1.32xlarge"].needed == "us-east-1b"
+    assert findings["trn1.32xlarge"].status is Status.OK
+
+
+def test_a_block_that_covers_the_event_and_its_hosts_passes(peak):
+    assert reservation_ids(peak, "us-east-1") == [BLOCK_ID]
+    findings = reservation_findings(peak, "us-east-1", {BLOCK_ID: block()})
+    by_check = {f.check: f for f in findings}
+    assert by_check[f"reservation {BLOCK_ID}"].status is Status.OK
+    assert by_check["reserved hosts"].status is Status.OK
+    assert by_check["reservation group"].status is Status.WARNING  # inf2's group: members not listed
+
+
+@pytest.mark.parametrize(
+    ("reservation", "fragment"),
+    [
+        (None, "does not exist in this account and region"),
+        (block(State="expired"), "is expired"),
+        (block(InstanceType="trn2.48xlarge"), "holds trn2.48xlarge, not trn1.32xlarge"),
+        (block(AvailabilityZone="us-east-1c"), "is in us-east-1c, outside us-east-1b"),
+        # EC2 ends the block's instances 30 min before its end, 15 min before the event's end here.
+        (block(EndDate=datetime(2099, 7, 10, 7, 15, tzinfo=UTC)), "before event peak-test ends"),
+        (block(StartDate=datetime(2099, 7, 8, 6, 30, tzinfo=UTC)), "after event peak-test's ramp"),
+    ],
+)
+def test_a_reservation_that_cannot_hold_the_event_is_a_shortfall(peak, reservation, fragment):
+    findings = reservation_findings(peak, "us-east-1", {BLOCK_ID: reservation})
+    short = [f for f in findings if f.status is Status.SHORTFALL]
+    assert short and short[0].check == f"reservation {BLOCK_ID}"
+    assert fragment in short[0].advice and short[0].advice.startswith("us-east-1:")
+
+
+def test_too_few_reserved_hosts_is_a_shortfall_only_where_hosts_launch_only_into_reservations(peak):
+    findings = reservation_findings(peak, "us-east-1", {BLOCK_ID: block(TotalInstanceCount=16)})
+    count = next(f for f in findings if f.check == "reserved hosts")
+    assert count.status is Status.SHORTFALL
+    assert "may scale to 30 hosts but only 16 are reserved" in count.advice
+    # us-west-2's trn1 fleet is capacity-reservations-only over two reservation ids.
+    ids = reservation_ids(peak, "us-west-2")
+    west = {
+        ids[0]: block(CapacityReservationId=ids[0], AvailabilityZone="us-west-2a", TotalInstanceCount=4),
+        ids[1]: block(CapacityReservationId=ids[1], AvailabilityZone="us-west-2b", TotalInstanceCount=6),
+    }
+    west_count = next(f for f in reservation_findings(peak, "us-west-2", west) if f.check == "reserved hosts")
+    assert (west_count.available, west_count.status) == ("10 hosts", Status.OK)
