@@ -1,8 +1,12 @@
-"""Copy an S3 prefix to local disk (model weights, compiled artifacts); boto3 does the work."""
+"""Copy an S3 prefix to local disk (model weights, compiled artifacts); boto3 does the work. A file already
+on the data disk with the object's size and modification time is kept: a warm-pool host whose EBS data disk
+survived its stop starts without downloading again."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 
@@ -31,25 +35,66 @@ class S3Location:
         return f"s3://{self.bucket}/{self.prefix}"
 
 
-def list_keys(s3, location: S3Location) -> list[str]:
+@dataclass(frozen=True)
+class S3Object:
+    key: str
+    size: int
+    last_modified: datetime
+
+
+@dataclass(frozen=True)
+class FetchCount:
+    downloaded: int
+    kept: int  # already on disk from an earlier start of this host
+
+    def __str__(self) -> str:
+        return f"{self.downloaded + self.kept} files ({self.kept} already on disk)"
+
+
+def list_objects(s3, location: S3Location) -> list[S3Object]:
     prefix = f"{location.prefix}/" if location.prefix else ""
-    keys: list[str] = []
+    found: list[S3Object] = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=location.bucket, Prefix=prefix):
-        keys.extend(item["Key"] for item in page.get("Contents", []) if not item["Key"].endswith("/"))
-    return keys
+        found.extend(
+            S3Object(item["Key"], item["Size"], item["LastModified"])
+            for item in page.get("Contents", [])
+            if not item["Key"].endswith("/")
+        )
+    return found
 
 
-def download_prefix(s3, location: S3Location, destination: Path) -> int:
-    """Download every object under the prefix, keeping relative paths; return how many files."""
-    keys = list_keys(s3, location)
-    if not keys:
+def list_keys(s3, location: S3Location) -> list[str]:
+    return [item.key for item in list_objects(s3, location)]
+
+
+def is_current(target: Path, item: S3Object) -> bool:
+    """The file is this object as downloaded before: same size, and the object's time set on it after the
+    download (boto3 renames a download into place only once complete, so a partial file is never here)."""
+    try:
+        stat = target.stat()
+    except FileNotFoundError:
+        return False
+    return stat.st_size == item.size and int(stat.st_mtime) == int(item.last_modified.timestamp())
+
+
+def download_prefix(s3, location: S3Location, destination: Path) -> FetchCount:
+    """Download every object under the prefix, keeping relative paths, skipping files already current."""
+    objects = list_objects(s3, location)
+    if not objects:
         raise FetchError(f"{location}: no objects under this prefix")
     prefix = f"{location.prefix}/" if location.prefix else ""
-    for key in keys:
-        relative = PurePosixPath(key[len(prefix) :])
+    downloaded = kept = 0
+    for item in objects:
+        relative = PurePosixPath(item.key[len(prefix) :])
         if ".." in relative.parts:
-            raise FetchError(f"{location}: refusing object key {key!r} that leaves the target folder")
+            raise FetchError(f"{location}: refusing object key {item.key!r} that leaves the target folder")
         target = destination.joinpath(*relative.parts)
+        if is_current(target, item):
+            kept += 1
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        s3.download_file(location.bucket, key, str(target))
-    return len(keys)
+        s3.download_file(location.bucket, item.key, str(target))
+        moment = item.last_modified.timestamp()
+        os.utime(target, (moment, moment))
+        downloaded += 1
+    return FetchCount(downloaded, kept)

@@ -145,11 +145,11 @@ def fetch(plan: StartPlan, s3) -> str:
             artifacts_note = f"artifacts: key miss, compiling into {plan.artifacts_dir} (ALLOW_COMPILE=true)"
         else:
             count = download_prefix(s3, plan.artifacts, plan.artifacts_dir)
-            artifacts_note = f"artifacts: {count} files from {plan.artifacts}"
+            artifacts_note = f"artifacts: {count} from {plan.artifacts}"
         weights = download_prefix(s3, plan.weights, plan.model_dir)
     except FetchError as err:
         raise StartError(str(err)) from None
-    return f"weights: {weights} files from {plan.weights} into {plan.model_dir}; {artifacts_note}"
+    return f"weights: {weights} from {plan.weights} into {plan.model_dir}; {artifacts_note}"
 
 
 def describe(plan: StartPlan) -> str:
