@@ -14,6 +14,17 @@ PEAK_CONFIG = REPO / "tests" / "fixtures" / "peak-event.yaml"
 BLOCK_ID = "cr-0123456789abcdef0"  # us-east-1's trn1 Capacity Block in the fixture
 
 
+@pytest.fixture
+def credentials(monkeypatch):
+    """Fake credentials for moto and Stubber clients; no instance-metadata probing."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
 @pytest.fixture(scope="session")
 def peak() -> Settings:
     return load_settings(PEAK_CONFIG)

@@ -5,22 +5,11 @@ through botocore's Stubber with responses shaped like AWS's."""
 from __future__ import annotations
 
 import boto3
-import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
 from ops.preflight.aws import capacity_reservations, quota_values, zone_offerings
 from tests.ops.preflight.conftest import BLOCK_ID, block
-
-
-@pytest.fixture
-def credentials(monkeypatch):
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }.items():
-        monkeypatch.setenv(name, value)
 
 
 def test_zone_offerings_by_availability_zone(credentials):

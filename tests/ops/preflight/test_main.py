@@ -37,19 +37,13 @@ class MotoWithStubbedQuotas:
 
 
 @pytest.fixture
-def credentials(monkeypatch):
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "COLUMNS": "200",  # rich wraps table cells to the terminal's width, 80 when captured
-    }.items():
-        monkeypatch.setenv(name, value)
+def aws(credentials, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # rich wraps table cells to the terminal's width, 80 when captured
     with mock_aws():
         yield
 
 
-def test_a_config_that_fits_prints_a_table_per_region_and_exits_zero(credentials, capsys):
+def test_a_config_that_fits_prints_a_table_per_region_and_exits_zero(aws, capsys):
     session = MotoWithStubbedQuotas({"L-1945791B": 10_000.0, "L-2C3B7624": 10_000.0})
     assert main([DEFAULT_CONFIG], session_factory=lambda: session) == 0
     captured = capsys.readouterr()
@@ -62,7 +56,7 @@ def test_a_config_that_fits_prints_a_table_per_region_and_exits_zero(credentials
         stub.assert_no_pending_responses()
 
 
-def test_a_short_quota_exits_one_naming_region_and_quota(credentials, capsys):
+def test_a_short_quota_exits_one_naming_region_and_quota(aws, capsys):
     session = MotoWithStubbedQuotas({"L-1945791B": 1000.0, "L-2C3B7624": 10_000.0})
     assert main([DEFAULT_CONFIG], session_factory=lambda: session) == 1
     err = capsys.readouterr().err
