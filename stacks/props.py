@@ -113,11 +113,11 @@ def engine_environment(settings: Settings) -> tuple[tuple[str, str], ...]:
 
 @dataclass(frozen=True)
 class FleetSchedule:
-    """A fleet's bounds at deploy time and the scheduled changes after it, in time order."""
+    """The scheduled bound changes after deploy time, in time order, and the bounds of an event already
+    under way at deploy time (None: the fleet's own)."""
 
-    min_hosts: int
-    max_hosts: int
     changes: tuple[ScheduledBounds, ...]
+    event_bounds_at_deploy: tuple[int, int] | None = None
 
 
 def fleet_schedule(settings: Settings, region: str, fleet: FleetConfig, now: datetime) -> FleetSchedule:
@@ -126,7 +126,7 @@ def fleet_schedule(settings: Settings, region: str, fleet: FleetConfig, now: dat
     (a warning in the settings); one under way when the stack deploys holds its bounds from the start, so a
     redeploy mid-event never drops the raised floor, and only its restore is scheduled."""
     budget = settings.serving.cold_start_budget_seconds
-    current = (fleet.min, fleet.max)
+    under_way: tuple[int, int] | None = None
     changes: list[ScheduledBounds] = []
     events = [event for event in settings.events if fleet.instance_type in event.regions.get(region, {})]
     for event in sorted(events, key=lambda event: event.start):
@@ -135,7 +135,7 @@ def fleet_schedule(settings: Settings, region: str, fleet: FleetConfig, now: dat
         hosts = event.regions[region][fleet.instance_type]
         ramp_start = event.ramp_start(budget)
         if ramp_start <= now:
-            current = (hosts.min, hosts.max)
+            under_way = (hosts.min, hosts.max)
         else:
             changes.append(
                 ScheduledBounds(f"{event.name}-raise", ramp_start.astimezone(UTC), hosts.min, hosts.max)
@@ -143,7 +143,7 @@ def fleet_schedule(settings: Settings, region: str, fleet: FleetConfig, now: dat
         changes.append(
             ScheduledBounds(f"{event.name}-restore", event.end.astimezone(UTC), fleet.min, fleet.max)
         )
-    return FleetSchedule(current[0], current[1], tuple(changes))
+    return FleetSchedule(tuple(changes), under_way)
 
 
 def warm_pool_props(fleet: FleetConfig) -> WarmPoolProps | None:
@@ -176,9 +176,10 @@ def fleet_props(
         instance=fleet.instance,
         offered_in_region=fleet.instance.offered_in(region),
         tensor_parallel=fleet.tensor_parallel,
-        min_hosts=schedule.min_hosts,
-        max_hosts=schedule.max_hosts,
+        min_hosts=fleet.min,
+        max_hosts=fleet.max,
         scheduled_bounds=schedule.changes,
+        event_bounds_at_deploy=schedule.event_bounds_at_deploy,
         warm_pool=warm_pool_props(fleet),
         capacity_reservation=capacity_reservation_props(fleet),
         capacity_block=capacity_block_props(fleet),

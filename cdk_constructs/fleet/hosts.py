@@ -158,8 +158,8 @@ class FleetHosts(Construct):
             launch_template=self.launch_template,
             # No desired capacity: a redeploy must never reset a running fleet; the capacity provider
             # owns the desired count and the config owns the bounds.
-            min_capacity=props.min_hosts,
-            max_capacity=props.max_hosts,
+            min_capacity=props.deployed_bounds[0],
+            max_capacity=props.deployed_bounds[1],
             group_metrics=[autoscaling.GroupMetrics.all()],
         )
         acknowledge(

@@ -80,9 +80,17 @@ class FleetProps:
     target_capacity_percent: int = 100
     # Bound changes for scheduled events, in time order (stacks/props.py derives them from `events:`).
     scheduled_bounds: tuple[ScheduledBounds, ...] = ()
+    # (min, max) of an event already under way when the stack deploys: the group and the scalable target
+    # start there, so a redeploy mid-event keeps its floor; min_hosts/max_hosts stay the fleet's own.
+    event_bounds_at_deploy: tuple[int, int] | None = None
     warm_pool: WarmPoolProps | None = None
     capacity_reservation: CapacityReservationProps | None = None
     capacity_block: CapacityBlockProps | None = None
+
+    @property
+    def deployed_bounds(self) -> tuple[int, int]:
+        """(min, max) hosts the group and the scalable target hold right after a deploy."""
+        return self.event_bounds_at_deploy or (self.min_hosts, self.max_hosts)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ class ServiceScaling(Construct):
         # The container reports in-flight requests per model, not per instance type; least outstanding
         # requests keeps per-host load alike across fleets, so each fleet scales on the region's average.
         self.scalable_task_count = service.auto_scale_task_count(
-            min_capacity=props.min_hosts, max_capacity=props.max_hosts
+            min_capacity=props.deployed_bounds[0], max_capacity=props.deployed_bounds[1]
         )
         self.scalable_task_count.scale_to_track_custom_metric(
             "RequestsInFlight",

@@ -133,7 +133,7 @@ def _inf2(settings, region="us-east-1"):
 def test_an_event_raises_the_bounds_one_cold_start_and_margin_ahead_and_restores_them_at_its_end(overlay):
     settings = overlay(EVENT)
     schedule = props.fleet_schedule(settings, "us-east-1", _inf2(settings), now=START - timedelta(days=30))
-    assert (schedule.min_hosts, schedule.max_hosts) == (2, 20)
+    assert schedule.event_bounds_at_deploy is None
     assert schedule.changes == (
         ScheduledBounds("prime-day-raise", START - LEAD, 12, 60),
         ScheduledBounds("prime-day-restore", END, 2, 20),
@@ -142,15 +142,17 @@ def test_an_event_raises_the_bounds_one_cold_start_and_margin_ahead_and_restores
 
 def test_a_deploy_during_the_ramp_keeps_the_event_bounds_and_schedules_only_the_restore(overlay):
     settings = overlay(EVENT)
-    schedule = props.fleet_schedule(settings, "us-east-1", _inf2(settings), now=START - LEAD / 2)
-    assert (schedule.min_hosts, schedule.max_hosts) == (12, 60)
-    assert [change.name for change in schedule.changes] == ["prime-day-restore"]
+    fleet_props = props.fleet_props(settings, "us-east-1", _inf2(settings), now=START - LEAD / 2)
+    assert fleet_props.deployed_bounds == (12, 60)
+    assert [change.name for change in fleet_props.scheduled_bounds] == ["prime-day-restore"]
+    # The fleet's own bounds stay what the restore returns to (and what its alarms read).
+    assert (fleet_props.min_hosts, fleet_props.max_hosts) == (2, 20)
 
 
 def test_an_event_that_is_over_schedules_nothing(overlay):
     settings = overlay(EVENT)
     schedule = props.fleet_schedule(settings, "us-east-1", _inf2(settings), now=END)
-    assert (schedule.min_hosts, schedule.max_hosts, schedule.changes) == (2, 20, ())
+    assert (schedule.event_bounds_at_deploy, schedule.changes) == (None, ())
 
 
 def test_fleets_and_regions_the_event_does_not_name_keep_their_own_bounds(overlay):
@@ -159,13 +161,13 @@ def test_fleets_and_regions_the_event_does_not_name_keep_their_own_bounds(overla
         for fleet in settings.regions[region].fleets:
             if (region, fleet.instance_type) != ("us-east-1", "inf2.48xlarge"):
                 fleet_props = props.fleet_props(settings, region, fleet, now=START - timedelta(days=1))
-                assert (fleet_props.min_hosts, fleet_props.max_hosts) == (fleet.min, fleet.max)
+                assert fleet_props.deployed_bounds == (fleet.min, fleet.max)
                 assert fleet_props.scheduled_bounds == ()
 
 
-def _bounds_at(schedule, moment):
-    bounds = (schedule.min_hosts, schedule.max_hosts)
-    for change in schedule.changes:
+def _bounds_at(fleet_props, moment):
+    bounds = fleet_props.deployed_bounds
+    for change in fleet_props.scheduled_bounds:
         if change.at <= moment:
             bounds = (change.min_hosts, change.max_hosts)
     return bounds
@@ -201,9 +203,10 @@ def test_at_every_moment_after_deploy_the_bounds_are_the_event_in_its_window_els
         cursor = end
     settings = Settings.model_validate({**DEFAULT_DATA, "events": events})
     now = origin + timedelta(hours=now_offset)
-    schedule = props.fleet_schedule(settings, "us-east-1", _inf2(settings), now=now)
-    assert [change.at for change in schedule.changes] == sorted(change.at for change in schedule.changes)
-    assert all(change.at > now for change in schedule.changes)
+    schedule = props.fleet_props(settings, "us-east-1", _inf2(settings), now=now)
+    changes = schedule.scheduled_bounds
+    assert [change.at for change in changes] == sorted(change.at for change in changes)
+    assert all(change.at > now for change in changes)
     probes = [now] + [
         moment for ramp, end, _ in expected for moment in (ramp, end - timedelta(seconds=1), end)
     ]

@@ -28,3 +28,18 @@ def test_fleet_of_a_type_ec2_does_not_offer_in_the_region_warns_at_synth(stack, 
 def test_fleet_of_an_offered_type_synthesizes_without_warnings(stack, vpc) -> None:
     build(stack, vpc, fleet_props())
     Annotations.from_stack(stack).has_no_warning("*", Match.any_value())
+
+
+def test_a_deploy_during_an_event_starts_group_and_service_at_its_bounds_but_alarms_on_the_fleets_own(
+    stack, vpc
+):
+    _, template = build(stack, vpc, fleet_props(min_hosts=2, max_hosts=20, event_bounds_at_deploy=(12, 60)))
+    template.has_resource_properties("AWS::AutoScaling::AutoScalingGroup", {"MinSize": "12", "MaxSize": "60"})
+    template.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalableTarget", {"MinCapacity": 12, "MaxCapacity": 60}
+    )
+    # No alarm may hold the event's floor: it would fire once the fleet scales back after the event.
+    thresholds = [
+        a["Properties"].get("Threshold") for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+    ]
+    assert 12 not in thresholds
