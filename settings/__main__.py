@@ -30,6 +30,16 @@ def main(argv: list[str]) -> int:
             f"{f.instance_type} x{f.min}-{f.max} (TP {f.tensor_parallel})" for f in region.fleets
         )
         print(f"{args.config}: {name} weight {region.weight}: {fleets}")
+    budget = loaded.settings.serving.cold_start_budget_seconds
+    for event in loaded.settings.events:
+        hosts = "; ".join(
+            f"{region} " + ", ".join(f"{kind} x{b.min}-{b.max}" for kind, b in fleets.items())
+            for region, fleets in event.regions.items()
+        )
+        print(
+            f"{args.config}: event {event.name}: {event.start.isoformat()} to {event.end.isoformat()}, "
+            f"bounds raised from {event.ramp_start(budget).isoformat()}: {hosts}"
+        )
     return 0
 
 

@@ -497,6 +497,14 @@ def test_warm_pool_and_reservations_are_read_per_fleet(tmp_path: Path) -> None:
     assert fleet.capacity_reservation.ids == ["cr-0123456789abcdef0"]
 
 
+def test_cli_summarizes_each_event_with_its_ramp(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate_main([str(write(tmp_path, MINIMAL + EVENT))]) == 0
+    assert (
+        "event prime-day: 2027-07-08T00:00:00-07:00 to 2027-07-10T00:00:00-07:00, bounds raised from "
+        "2027-07-07T23:00:00-07:00: us-east-1 inf2.48xlarge x12-60"
+    ) in capsys.readouterr().out
+
+
 def test_cli_summarizes_a_good_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert validate_main([str(REPO / "config" / "default.yaml")]) == 0
     assert "us-east-1 weight 50: inf2.48xlarge x2-20 (TP 8)" in capsys.readouterr().out
