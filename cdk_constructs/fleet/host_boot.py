@@ -30,6 +30,11 @@ ECS_AGENT_CONFIG = (
 )
 # A host launched into a warm pool must not register with the cluster (and take tasks) before it is stopped.
 ECS_WARM_POOL_CONFIG = "ECS_WARM_POOLS_CHECK=true"
+# Auto Scaling stops a host entering a warm pool as soon as it has launched, without waiting for user data,
+# and cloud-init runs user data once per instance: with a warm pool, user data runs at every boot instead,
+# so a bootstrap cut short by the stop finishes when the host leaves the pool (EC2 Auto Scaling user guide,
+# warm pool prerequisites). Every step in it is idempotent for that reason.
+USER_DATA_EVERY_BOOT = "#cloud-config\ncloud_final_modules:\n- [scripts-user, always]\n"
 
 
 def data_disk_script(instance: InstanceFacts) -> str:
@@ -95,5 +100,6 @@ def data_disk_commands(instance: InstanceFacts) -> list[str]:
 
 
 def ecs_agent_commands(warm_pool: bool = False) -> list[str]:
+    """Each setting appended once, however often user data runs."""
     lines = (*ECS_AGENT_CONFIG, ECS_WARM_POOL_CONFIG) if warm_pool else ECS_AGENT_CONFIG
-    return [f"echo {line} >> /etc/ecs/ecs.config" for line in lines]
+    return [f"grep -qxF {line} /etc/ecs/ecs.config || echo {line} >> /etc/ecs/ecs.config" for line in lines]

@@ -12,7 +12,12 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from cdk_constructs.fleet.host_boot import DATA_VOLUME_DEVICE, data_disk_commands, ecs_agent_commands
+from cdk_constructs.fleet.host_boot import (
+    DATA_VOLUME_DEVICE,
+    USER_DATA_EVERY_BOOT,
+    data_disk_commands,
+    ecs_agent_commands,
+)
 from cdk_constructs.fleet.props import FleetProps, ScheduledBounds
 from cdk_constructs.nag import acknowledge
 
@@ -91,7 +96,7 @@ class FleetHosts(Construct):
         )
 
     def _group(self, props: FleetProps, cluster: ecs.Cluster) -> autoscaling.AutoScalingGroup:
-        user_data = ec2.UserData.for_linux()
+        user_data = _user_data(every_boot=props.warm_pool is not None)
         user_data.add_commands(*data_disk_commands(props.instance))
         block_devices = [
             ec2.BlockDevice(
@@ -178,3 +183,18 @@ class FleetHosts(Construct):
             statistic="Average",
             period=Duration.minutes(5),
         )
+
+
+def _user_data(every_boot: bool) -> ec2.UserData:
+    """A shell script; with `every_boot`, wrapped with the cloud-config that runs it at every boot."""
+    script = ec2.UserData.for_linux()
+    if not every_boot:
+        return script
+    multipart = ec2.MultipartUserData()
+    multipart.add_user_data_part(script, ec2.MultipartBody.SHELL_SCRIPT, True)
+    multipart.add_part(
+        ec2.MultipartBody.from_raw_body(
+            content_type='text/cloud-config; charset="utf-8"', body=USER_DATA_EVERY_BOOT
+        )
+    )
+    return multipart

@@ -14,6 +14,7 @@ from cdk_constructs.fleet.host_boot import (
     DATA_DISK_SCRIPT,
     DATA_DISK_UNIT,
     EBS_MODEL,
+    ECS_AGENT_CONFIG,
     ECS_WARM_POOL_CONFIG,
     HOST_DATA_DIR,
     INSTANCE_STORE_MODEL,
@@ -148,6 +149,16 @@ def test_the_unit_runs_before_the_ecs_agent_and_stops_it_when_the_disk_fails():
     assert f"ExecStart={DATA_DISK_SCRIPT}" in unit and "Type=oneshot" in unit
 
 
+def test_agent_settings_are_written_once_however_often_user_data_runs(tmp_path):
+    """With a warm pool user data runs at every boot; the agent config must not grow with each one."""
+    config = tmp_path / "ecs.config"
+    commands = [c.replace("/etc/ecs/ecs.config", str(config)) for c in ecs_agent_commands(warm_pool=True)]
+    for _ in range(3):
+        subprocess.run(["bash", "-euo", "pipefail", "-c", "\n".join(commands)], check=True)
+    lines = config.read_text().splitlines()
+    assert lines == [*ECS_AGENT_CONFIG, ECS_WARM_POOL_CONFIG]
+
+
 def test_warm_pool_check_is_in_the_agent_config_only_with_a_warm_pool():
-    assert f"echo {ECS_WARM_POOL_CONFIG} >> /etc/ecs/ecs.config" in ecs_agent_commands(warm_pool=True)
+    assert any(ECS_WARM_POOL_CONFIG in line for line in ecs_agent_commands(warm_pool=True))
     assert not any(ECS_WARM_POOL_CONFIG in line for line in ecs_agent_commands())

@@ -104,12 +104,17 @@ def test_warm_pool_keeps_stopped_hosts_that_never_return_on_scale_in(stack, vpc)
         },
     )
     launch = next(iter(template.find_resources("AWS::EC2::LaunchTemplate").values()))
-    assert "ECS_WARM_POOLS_CHECK=true" in json.dumps(launch["Properties"]["LaunchTemplateData"]["UserData"])
+    user_data = json.dumps(launch["Properties"]["LaunchTemplateData"]["UserData"])
+    assert "ECS_WARM_POOLS_CHECK=true" in user_data
+    # Auto Scaling stops a host entering the pool without waiting for user data: it runs at every boot.
+    assert "cloud_final_modules:\\n- [scripts-user, always]" in user_data
+    assert "ECS_CLUSTER=" in user_data and "serving-data-disk" in user_data
 
 
 def test_no_warm_pool_unless_configured(template):
     assert template.find_resources("AWS::AutoScaling::WarmPool") == {}
-    assert "ECS_WARM_POOLS_CHECK" not in json.dumps(template.to_json())
+    text = json.dumps(template.to_json())
+    assert "ECS_WARM_POOLS_CHECK" not in text and "scripts-user" not in text
 
 
 @pytest.mark.parametrize(
