@@ -397,6 +397,39 @@ class EventConfig(StrictModel):
         return self.start - self.lead(cold_start_budget_seconds)
 
 
+class RoutingConfig(StrictModel):
+    """How the traffic orchestrator and the Route 53 health checks judge a region and move its weight."""
+
+    # Where the orchestrator runs (its schedule, state and override parameters); default: the first region.
+    orchestrator_region: RegionName | None = None
+    # A region is bad in a minute when the share of its streams with a first token slower than
+    # observability.ttft_p99_threshold_ms is above this (0.01: p99 above the threshold) ...
+    slow_first_token_share: Annotated[float, Field(gt=0, lt=1)] = 0.01
+    # ... or when more than this share of its requests failed ...
+    error_share: Annotated[float, Field(gt=0, lt=1)] = 0.01
+    # ... or when fewer hosts are healthy than this share of its fleets' summed minimums (at least one).
+    min_healthy_host_share: Annotated[float, Field(gt=0, le=1)] = 0.5
+    # Weight every region keeps while it is not pinned, degraded or not, so it stays warm.
+    floor: Annotated[int, Field(ge=1, le=255)] = 5
+    # Largest change of a healthy region's weight in one run (rebalancing and regaining weight).
+    gain_step: Annotated[int, Field(ge=1, le=255)] = 10
+    # Bad runs in a row before a region loses weight: a single bad minute moves nothing.
+    bad_runs_to_drain: Annotated[int, Field(ge=1, le=5)] = 2
+    # Runs from the first bad one until the region's weight is at the floor, from any weight.
+    drain_runs: Annotated[int, Field(ge=1, le=10)] = 3
+    # Healthy runs in a row before a region that was bad (or just looked bad) gains weight again.
+    healthy_runs_to_recover: Annotated[int, Field(ge=1, le=60)] = 3
+
+    @model_validator(mode="after")
+    def _drain_after_confirming(self) -> Self:
+        if self.bad_runs_to_drain > self.drain_runs:
+            raise ValueError(
+                f"bad_runs_to_drain ({self.bad_runs_to_drain}) exceeds drain_runs ({self.drain_runs}): "
+                "a region could not reach its floor in drain_runs runs"
+            )
+        return self
+
+
 class Settings(StrictModel):
     """A validated kit config: what the app, stacks and planner read."""
 
@@ -409,6 +442,7 @@ class Settings(StrictModel):
     container: ContainerConfig = ContainerConfig()
     tls: TlsConfig = TlsConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
+    routing: RoutingConfig = RoutingConfig()
     regions: Annotated[dict[RegionName, RegionConfig], Field(min_length=1)]
     events: list[EventConfig] = Field(default_factory=list)
 
@@ -436,6 +470,12 @@ class Settings(StrictModel):
                 f"the longest stream ({longest} s = prefill_budget_seconds + max_output_tokens / "
                 f"min_decode_tokens_per_second) exceeds the ALB's {DEREGISTRATION_DELAY_MAX} s "
                 "deregistration delay limit"
+            )
+        home = self.routing.orchestrator_region
+        if home is not None and home not in self.regions:
+            raise ValueError(
+                f"routing.orchestrator_region {home!r} is not one of the configured regions "
+                f"({', '.join(self.regions)})"
             )
         for name, region in self.regions.items():
             if region.certificate_arn:
@@ -587,6 +627,16 @@ class Settings(StrictModel):
         """(min, max) hosts of a fleet while the event's bounds hold: the event's, or the fleet's own."""
         hosts = event.regions.get(region, {}).get(fleet.instance_type)
         return (hosts.min, hosts.max) if hosts else (fleet.min, fleet.max)
+
+    @property
+    def orchestrator_region(self) -> str:
+        """Where the global routing stack and its orchestrator live."""
+        return self.routing.orchestrator_region or next(iter(self.regions))
+
+    def min_healthy_hosts(self, region: str) -> int:
+        """Healthy hosts below which a region is failed out of DNS and drained by the orchestrator."""
+        minimum = sum(fleet.min for fleet in self.regions[region].fleets)
+        return max(1, math.ceil(self.routing.min_healthy_host_share * minimum))
 
     def availability_zones(self, region: str) -> list[str]:
         configured = self.regions[region].availability_zones

@@ -22,6 +22,7 @@ from cdk_constructs.model_store import ModelStoreProps
 from cdk_constructs.network import NetworkProps
 from cdk_constructs.observability import ObservabilityProps
 from settings.schema import FleetConfig, Settings
+from stacks.routing_names import degraded_alarm_name
 
 # The serving image's build context, found from this file so synth works from any working directory.
 CONTAINER_DIRECTORY = Path(__file__).resolve().parents[1] / "container"
@@ -194,11 +195,6 @@ def fleet_props(
         metrics_namespace=settings.observability.metrics_namespace,
         model_name=settings.model.name,
     )
-
-
-def degraded_alarm_name(settings: Settings, region: str) -> str:
-    """Known from config alone, so routing health checks can name it without a cross-region reference."""
-    return f"{settings.project}-{region}-region-degraded"
 
 
 def observability_props(settings: Settings, region: str) -> ObservabilityProps:

@@ -1,0 +1,1 @@
+"""The traffic orchestrator: per-region signals -> policy -> Route 53 weights, run every minute."""
