@@ -16,14 +16,23 @@ from cdk_constructs.fleet import (
     ServingPorts,
     WarmPoolProps,
 )
+from cdk_constructs.fleet_dashboard import FleetDashboardProps, RegionFleets
 from cdk_constructs.load_balancer import CertificateFromArn, CertificateFromDns, LoadBalancerProps
 from cdk_constructs.log_encryption import LogProps
 from cdk_constructs.model_store import ModelStoreProps
 from cdk_constructs.network import NetworkProps
 from cdk_constructs.observability import ObservabilityProps
+from cdk_constructs.routing_endpoint import RoutingEndpointProps
+from cdk_constructs.traffic_orchestrator import OrchestratorProps, RegionReads
 from settings.schema import FleetConfig, Settings
+from stacks import routing_names
 from stacks.routing_names import degraded_alarm_name
 
+# The orchestrator Lambda's code: a plain folder, staged as it is.
+ORCHESTRATOR_DIRECTORY = Path(__file__).resolve().parents[1] / "orchestrator"
+# Powertools for AWS Lambda on the orchestrator: the public layer of the version the tests run
+# (requirements-dev.txt pins the same).
+POWERTOOLS_VERSION = "3.37.0"
 # The serving image's build context, found from this file so synth works from any working directory.
 CONTAINER_DIRECTORY = Path(__file__).resolve().parents[1] / "container"
 # Kept out of the image build context: caches and local-only state that would only change the asset hash.
@@ -205,4 +214,62 @@ def observability_props(settings: Settings, region: str) -> ObservabilityProps:
         model_name=settings.model.name,
         ttft_p99_threshold_ms=settings.observability.ttft_p99_threshold_ms,
         alarm_email=settings.observability.alarm_email,
+    )
+
+
+def global_stack_name(settings: Settings) -> str:
+    return f"{settings.project}-global"
+
+
+def orchestrator_props(settings: Settings) -> OrchestratorProps:
+    return OrchestratorProps(
+        code_directory=str(ORCHESTRATOR_DIRECTORY),
+        config_json=routing_names.orchestrator_config(settings).to_json(),
+        routing_metrics_namespace=routing_names.routing_metrics_namespace(settings),
+        hosted_zone_id=settings.tls.hosted_zone_id,
+        record_name=settings.tls.domain_name,
+        reads=tuple(
+            RegionReads(
+                region=region,
+                parameters=(
+                    routing_names.endpoint_parameter(settings, region),
+                    routing_names.health_check_parameter(settings, region),
+                ),
+                degraded_alarm=degraded_alarm_name(settings, region),
+            )
+            for region in settings.regions
+        ),
+        state_parameter=routing_names.state_parameter(settings),
+        override_parameter=routing_names.override_parameter(settings),
+        powertools_version=POWERTOOLS_VERSION,
+        log_retention_days=settings.container.log_retention_days,
+    )
+
+
+def fleet_dashboard_props(settings: Settings) -> FleetDashboardProps:
+    return FleetDashboardProps(
+        dashboard_name=f"{settings.project}-fleet",
+        metrics_namespace=settings.observability.metrics_namespace,
+        model_name=settings.model.name,
+        routing_metrics_namespace=routing_names.routing_metrics_namespace(settings),
+        ttft_p99_threshold_ms=settings.observability.ttft_p99_threshold_ms,
+        regions=tuple(
+            RegionFleets(region, tuple(fleet.instance_type for fleet in config.fleets))
+            for region, config in settings.regions.items()
+        ),
+    )
+
+
+def routing_endpoint_props(settings: Settings, region: str) -> RoutingEndpointProps:
+    routing = settings.routing
+    return RoutingEndpointProps(
+        alarm_name_prefix=f"{settings.project}-{region}-routing",
+        endpoint_parameter=routing_names.endpoint_parameter(settings, region),
+        health_check_parameter=routing_names.health_check_parameter(settings, region),
+        metrics_namespace=settings.observability.metrics_namespace,
+        model_name=settings.model.name,
+        slow_first_token_share=routing.slow_first_token_share,
+        error_share=routing.error_share,
+        min_healthy_hosts=settings.min_healthy_hosts(region),
+        evaluation_minutes=routing.bad_runs_to_drain,
     )

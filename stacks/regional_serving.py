@@ -12,6 +12,7 @@ from cdk_constructs.log_encryption import EncryptedLogs
 from cdk_constructs.model_store import ModelStoreAccess
 from cdk_constructs.network import ServingNetwork
 from cdk_constructs.observability import FleetView, ServingObservability
+from cdk_constructs.routing_endpoint import RoutingEndpoint
 from settings.schema import Settings
 from stacks import props
 
@@ -38,6 +39,13 @@ class RegionalServing(Stack):
             http=load_balancer.http_targets,
             grpc=load_balancer.grpc_targets,
             load_balancer_security_group=load_balancer.security_group,
+        )
+        self.routing = RoutingEndpoint(
+            self,
+            "RoutingEndpoint",
+            props=props.routing_endpoint_props(settings, region),
+            load_balancer=load_balancer.alb,
+            target_group=load_balancer.http_targets,
         )
         serving_logs = logs.log_group("ServingLogs")
         self.fleets = [

@@ -1,4 +1,5 @@
-"""Settings -> a CDK App with one RegionalServing stack per region and the cdk-nag checks registered."""
+"""Settings -> a CDK App with one RegionalServing stack per region, one GlobalRouting stack and the cdk-nag
+checks registered."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from cdk_nag import AwsSolutionsChecks
 
 from settings.schema import Settings
 from stacks.feature_flags import feature_flags
-from stacks.props import stack_name
+from stacks.global_routing import GlobalRouting
+from stacks.props import global_stack_name, stack_name
 from stacks.regional_serving import RegionalServing
 
 
@@ -29,6 +31,7 @@ def build_app(settings: Settings, *, outdir: str | None = None, nag: bool = True
     app = App(context=app_context(settings), outdir=outdir)
     for region in settings.regions:
         RegionalServing(app, stack_name(settings, region), settings=settings, region=region)
+    GlobalRouting(app, global_stack_name(settings), settings=settings)
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app
