@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from . import records
@@ -25,7 +25,6 @@ from .state import RunState, parse_state
 ClientFactory = Callable[[str, str], Any]  # (service, region) -> boto3 client
 
 logger = Logger(service="traffic-orchestrator")
-metrics = Metrics(service="traffic-orchestrator")
 
 
 @dataclass(frozen=True)
@@ -119,12 +118,12 @@ def _log(result: RunResult) -> None:
             "notes": list(result.notes),
         },
     )
+    # One EMF line per region (namespace from POWERTOOLS_METRICS_NAMESPACE): the fleet dashboard's weights.
     for region, weight in decision.weights.items():
-        with single_metric(
-            name="RegionWeight", unit=MetricUnit.Count, value=weight, namespace=metrics.namespace
-        ) as metric:
+        with single_metric(name="RegionWeight", unit=MetricUnit.Count, value=weight) as metric:
             metric.add_dimension(name="Region", value=region)
-    metrics.add_metric(name="RecordsChanged", unit=MetricUnit.Count, value=result.applied)
+    with single_metric(name="RecordsChanged", unit=MetricUnit.Count, value=result.applied):
+        pass
 
 
 def _boto3_client(service: str, region: str) -> Any:
@@ -133,7 +132,6 @@ def _boto3_client(service: str, region: str) -> Any:
     return boto3.client(service, region_name=region)
 
 
-@metrics.log_metrics
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     config = parse_config(os.environ[ENVIRONMENT_VARIABLE])

@@ -1,0 +1,184 @@
+"""The routing policy's invariants, over generated weights, signals and memories (hypothesis), and the
+few behaviours the properties do not pin down."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.routing.policy import (
+    MAX_WEIGHT,
+    PolicyParams,
+    RegionMemory,
+    RegionSignals,
+    Status,
+    decide,
+)
+
+REGIONS = ("us-east-1", "us-west-2", "us-east-2")
+PARAMS = PolicyParams()
+
+params_strategy = st.builds(
+    lambda floor, gain, confirm, extra, recover: PolicyParams(
+        floor=floor,
+        gain_step=gain,
+        bad_runs_to_drain=confirm,
+        drain_runs=confirm + extra,
+        healthy_runs_to_recover=recover,
+    ),
+    floor=st.integers(1, 50),
+    gain=st.integers(1, 60),
+    confirm=st.integers(1, 3),
+    extra=st.integers(0, 3),
+    recover=st.integers(1, 5),
+)
+signals_strategy = st.builds(
+    RegionSignals,
+    slow_first_token_share=st.floats(0, 0.2),
+    error_share=st.floats(0, 0.1),
+    healthy_hosts=st.integers(0, 40),
+    min_hosts=st.integers(0, 10),
+    serving_slots=st.floats(0, 2000),
+    requests_in_flight=st.floats(0, 2000),
+    degraded=st.booleans(),
+)
+weights_strategy = st.fixed_dictionaries({region: st.integers(0, MAX_WEIGHT) for region in REGIONS})
+memory_strategy = st.fixed_dictionaries(
+    {region: st.builds(RegionMemory, st.integers(0, 5), st.integers(0, 5)) for region in REGIONS}
+)
+maybe_signals = st.fixed_dictionaries({region: st.none() | signals_strategy for region in REGIONS})
+
+
+def healthy(slots: float = 384, in_flight: float = 100) -> RegionSignals:
+    return RegionSignals(0.001, 0.0, 12, 4, slots, in_flight)
+
+
+def degraded() -> RegionSignals:
+    return RegionSignals(0.2, 0.0, 12, 4, 384, 300)
+
+
+@given(params_strategy, weights_strategy, maybe_signals, memory_strategy, st.integers(1, 600))
+def test_weights_stay_in_range_and_never_all_zero(params, weights, signals, memory, budget):
+    decision = decide(params, budget, weights, signals, memory)
+    assert all(0 <= w <= MAX_WEIGHT for w in decision.weights.values())
+    assert sum(decision.weights.values()) > 0
+
+
+@given(params_strategy, weights_strategy, maybe_signals, memory_strategy)
+def test_every_unpinned_weight_moves_by_at_most_the_step(params, weights, signals, memory):
+    decision = decide(params, 100, weights, signals, memory)
+    if sum(weights.values()) == 0:
+        return  # the all-zero rescue sets the floor at once; covered below
+    for region in REGIONS:
+        assert abs(decision.weights[region] - weights[region]) <= params.max_step
+
+
+@given(params_strategy, st.integers(0, MAX_WEIGHT), memory_strategy)
+def test_a_region_that_stays_degraded_reaches_its_floor_within_drain_runs(params, start, memory):
+    weights = {"us-east-1": start, "us-west-2": 30, "us-east-2": 20}
+    memory = {**memory, "us-east-1": RegionMemory()}
+    for _ in range(params.drain_runs):
+        signals = {"us-east-1": degraded(), "us-west-2": healthy(), "us-east-2": healthy()}
+        decision = decide(params, 100, weights, signals, memory)
+        weights, memory = decision.weights, decision.memory
+    assert weights["us-east-1"] <= params.floor
+
+
+def test_the_default_drains_within_three_runs_from_the_highest_weight():
+    weights = {"us-east-1": MAX_WEIGHT, "us-west-2": 30, "us-east-2": 20}
+    memory: dict[str, RegionMemory] = {}
+    history = []
+    for _ in range(3):
+        decision = decide(
+            PARAMS,
+            100,
+            weights,
+            {"us-east-1": degraded(), "us-west-2": healthy(), "us-east-2": healthy()},
+            memory,
+        )
+        weights, memory = decision.weights, decision.memory
+        history.append(weights["us-east-1"])
+    assert history[0] == MAX_WEIGHT  # one bad minute moves nothing
+    assert history[-1] == PARAMS.floor
+
+
+@settings(max_examples=60)
+@given(params_strategy, weights_strategy, st.fixed_dictionaries({r: signals_strategy for r in REGIONS}))
+def test_steady_inputs_settle_to_steady_weights(params, weights, signals):
+    memory: dict[str, RegionMemory] = {}
+    for _ in range(MAX_WEIGHT + 10):  # enough for any streak to settle and any weight to cross the range
+        decision = decide(params, 100, weights, signals, memory)
+        weights, memory = decision.weights, decision.memory
+    settled = dict(weights)
+    for _ in range(10):
+        decision = decide(params, 100, weights, signals, memory)
+        weights, memory = decision.weights, decision.memory
+        assert weights == settled
+
+
+@given(params_strategy, weights_strategy, maybe_signals, memory_strategy, st.sampled_from(REGIONS))
+def test_missing_metrics_change_nothing_for_that_region(params, weights, signals, memory, region):
+    signals = {**signals, region: None}
+    decision = decide(params, 100, weights, signals, memory)
+    if sum(weights.values()) > 0:
+        assert decision.weights[region] == weights[region]
+    assert decision.memory[region] == memory[region]
+    assert next(r for r in decision.regions if r.region == region).status is Status.MISSING
+
+
+def test_one_bad_minute_moves_nothing():
+    weights = {"us-east-1": 50, "us-west-2": 30, "us-east-2": 20}
+    signals = {"us-east-1": degraded(), "us-west-2": healthy(), "us-east-2": healthy()}
+    memory = {r: RegionMemory(good_runs=10) for r in REGIONS}
+    decision = decide(PARAMS, 100, weights, signals, memory)
+    assert decision.weights["us-east-1"] == 50
+    assert "suspect" in decision.reason
+
+
+def test_when_every_region_looks_bad_the_last_weights_stay():
+    weights = {"us-east-1": 40, "us-west-2": 35, "us-east-2": 25}
+    memory = {r: RegionMemory(bad_runs=5) for r in REGIONS}
+    decision = decide(PARAMS, 100, weights, {r: degraded() for r in REGIONS}, memory)
+    assert decision.weights == weights
+    assert "every region looks bad" in decision.reason
+
+
+def test_a_recovered_region_waits_before_gaining_weight():
+    weights = {"us-east-1": PARAMS.floor, "us-west-2": 50, "us-east-2": 45}
+    memory = {
+        "us-east-1": RegionMemory(bad_runs=4),
+        "us-west-2": RegionMemory(0, 9),
+        "us-east-2": RegionMemory(0, 9),
+    }
+    seen = []
+    for _ in range(PARAMS.healthy_runs_to_recover):
+        decision = decide(PARAMS, 100, weights, {r: healthy() for r in REGIONS}, memory)
+        weights, memory = decision.weights, decision.memory
+        seen.append(weights["us-east-1"])
+    assert seen[: PARAMS.healthy_runs_to_recover - 1] == [PARAMS.floor] * (PARAMS.healthy_runs_to_recover - 1)
+    assert seen[-1] == PARAMS.floor + PARAMS.gain_step
+
+
+def test_weights_follow_spare_capacity():
+    weights = {"us-east-1": 34, "us-west-2": 33, "us-east-2": 33}
+    signals = {"us-east-1": healthy(600, 0), "us-west-2": healthy(300, 0), "us-east-2": healthy(100, 0)}
+    memory = {r: RegionMemory(good_runs=9) for r in REGIONS}
+    for _ in range(10):
+        decision = decide(PARAMS, 100, weights, signals, memory)
+        weights, memory = decision.weights, decision.memory
+    assert weights["us-east-1"] > weights["us-west-2"] > weights["us-east-2"] >= PARAMS.floor
+
+
+def test_pins_are_obeyed_at_once_and_the_rest_follows_the_policy():
+    weights = {"us-east-1": 50, "us-west-2": 30, "us-east-2": 20}
+    memory = {r: RegionMemory(good_runs=9) for r in REGIONS}
+    decision = decide(PARAMS, 100, weights, {r: healthy() for r in REGIONS}, memory, pins={"us-east-1": 0})
+    assert decision.weights["us-east-1"] == 0
+    assert next(r for r in decision.regions if r.region == "us-east-1").status is Status.PINNED
+    assert decision.weights["us-west-2"] > 30
+
+
+def test_weights_that_would_all_be_zero_become_the_floor():
+    weights = {r: 0 for r in REGIONS}
+    decision = decide(PARAMS, 100, weights, {r: None for r in REGIONS}, {})
+    assert decision.weights == {r: PARAMS.floor for r in REGIONS}
