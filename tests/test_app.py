@@ -54,11 +54,12 @@ def default_synth(tmp_path_factory):
     return cdk_synth(DEFAULT_CONFIG, outdir), outdir
 
 
-def test_cli_synthesizes_one_template_per_configured_region(default_synth):
+def test_cli_synthesizes_one_template_per_configured_region_and_the_global_one(default_synth):
     result, outdir = default_synth
     assert result.returncode == 0, result.stderr[-3000:]
     templates = sorted(path.name for path in outdir.glob("*.template.json"))
     assert templates == [
+        "shopping-assistant-global.template.json",
         "shopping-assistant-us-east-1.template.json",
         "shopping-assistant-us-east-2.template.json",
         "shopping-assistant-us-west-2.template.json",

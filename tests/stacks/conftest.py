@@ -17,6 +17,7 @@ from aws_cdk import (
 )
 
 from settings import Settings, load_settings
+from stacks.props import global_stack_name
 from stacks.serving_app import build_app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,10 +38,20 @@ def synthesized(
 
 
 @pytest.fixture(scope="session")
-def templates(synthesized: tuple[App, cx_api.CloudAssembly]) -> dict[str, dict[str, Any]]:
-    """Region -> that region's synthesized template."""
+def templates(settings: Settings, synthesized: tuple[App, cx_api.CloudAssembly]) -> dict[str, dict[str, Any]]:
+    """Region -> that region's synthesized serving template."""
     _, assembly = synthesized
-    return {stack.environment.region: stack.template for stack in assembly.stacks}
+    return {
+        stack.environment.region: stack.template
+        for stack in assembly.stacks
+        if stack.stack_name != global_stack_name(settings)
+    }
+
+
+@pytest.fixture(scope="session")
+def global_template(settings: Settings, synthesized: tuple[App, cx_api.CloudAssembly]) -> dict[str, Any]:
+    _, assembly = synthesized
+    return assembly.get_stack_by_name(global_stack_name(settings)).template
 
 
 def resources(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:

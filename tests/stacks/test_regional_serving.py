@@ -8,7 +8,7 @@ import re
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from settings.instances import INSTANCES
-from stacks.props import stack_name
+from stacks.props import global_stack_name, stack_name
 from tests.stacks.conftest import keys, resources
 
 ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
@@ -17,7 +17,8 @@ ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
 def test_one_stack_per_region_bound_to_the_configured_account(settings, synthesized):
     _, assembly = synthesized
     stacks = {stack.stack_name: stack.environment for stack in assembly.stacks}
-    assert set(stacks) == {stack_name(settings, region) for region in settings.regions}
+    regional = {stack_name(settings, region) for region in settings.regions}
+    assert set(stacks) == regional | {global_stack_name(settings)}
     for region in settings.regions:
         environment = stacks[stack_name(settings, region)]
         assert (environment.account, environment.region) == (settings.account, region)

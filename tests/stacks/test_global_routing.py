@@ -1,0 +1,109 @@
+"""The global routing stack of the default config: what it holds, what it must never hold, and its IAM."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from orchestrator.routing.config import parse_config
+from stacks.props import POWERTOOLS_VERSION
+from stacks.routing_names import orchestrator_config
+from tests.stacks.conftest import REPO, resources
+
+ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
+
+
+def _function(template):
+    (function,) = resources(template, "AWS::Lambda::Function").values()
+    return function["Properties"]
+
+
+def _statements(template):
+    (policy,) = resources(template, "AWS::IAM::Policy").values()
+    return policy["Properties"]["PolicyDocument"]["Statement"]
+
+
+def test_no_record_or_health_check_in_the_template_so_no_deploy_resets_weights(global_template):
+    """The orchestrator owns the weighted records; the regional stacks own the health checks."""
+    types = {resource["Type"] for resource in global_template["Resources"].values()}
+    assert not {t for t in types if t.startswith("AWS::Route53::")}
+    assert "AWS::SSM::Parameter" not in types  # state and override are written at run time only
+
+
+def test_no_reference_to_any_regional_stack(global_template):
+    text = json.dumps(global_template)
+    assert "Fn::ImportValue" not in text
+    assert not [r for r in global_template["Resources"].values() if "CrossRegion" in r["Type"]]
+
+
+def test_the_orchestrator_gets_the_config_the_settings_describe(settings, global_template):
+    environment = _function(global_template)["Environment"]["Variables"]
+    assert parse_config(environment["ORCHESTRATOR_CONFIG"]) == orchestrator_config(settings)
+    assert environment["POWERTOOLS_METRICS_NAMESPACE"] == f"{settings.project}/Routing"
+
+
+def test_powertools_comes_from_the_public_layer_of_the_pinned_version(global_template):
+    function = _function(global_template)
+    assert function["Handler"] == "routing.handler.handler"
+    assert function["Runtime"] == "python3.14"
+    (parameter,) = [p for name, p in global_template["Parameters"].items() if "powertools" in name.lower()]
+    assert parameter["Default"] == f"/aws/service/powertools/python/x86_64/python3.14/{POWERTOOLS_VERSION}"
+    pinned = (REPO / "requirements-dev.txt").read_text()
+    assert f"aws-lambda-powertools=={POWERTOOLS_VERSION}" in pinned
+    assert function["Timeout"] < 60  # runs never overlap on the one-minute schedule
+
+
+def test_runs_every_minute_without_retries(global_template):
+    (rule,) = resources(global_template, "AWS::Events::Rule").values()
+    assert rule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    (target,) = rule["Properties"]["Targets"]
+    assert target["RetryPolicy"]["MaximumRetryAttempts"] == 0
+
+
+def test_route53_changes_are_limited_to_the_one_name_in_the_one_zone(settings, global_template):
+    statements = _statements(global_template)
+    actions = {
+        a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
+    assert not [a for a in actions if a.endswith(":*") or a == "*"]
+    (change,) = [s for s in statements if s["Action"] == "route53:ChangeResourceRecordSets"]
+    assert settings.tls.hosted_zone_id in json.dumps(change["Resource"])
+    condition = change["Condition"]["ForAllValues:StringEquals"]
+    assert condition["route53:ChangeResourceRecordSetsNormalizedRecordNames"] == [settings.tls.domain_name]
+
+
+def test_writes_only_its_own_state_parameter(settings, global_template):
+    (put,) = [s for s in _statements(global_template) if s["Action"] == "ssm:PutParameter"]
+    assert put["Resource"]["Fn::Join"][1][-1].endswith(f":parameter/{settings.project}/routing/state")
+
+
+def test_reads_each_regions_published_parameters_in_that_region(settings, global_template):
+    (read,) = [s for s in _statements(global_template) if "ssm:GetParameters" in s["Action"]]
+    text = json.dumps(read["Resource"])
+    for region in settings.regions:
+        assert f":ssm:{region}:" in text
+        assert f"parameter/{settings.project}/{region}/serving-endpoint" in text
+
+
+def test_the_fleet_dashboard_shows_every_region_side_by_side(settings, global_template):
+    (dashboard,) = resources(global_template, "AWS::CloudWatch::Dashboard").values()
+    body = dashboard["Properties"]["DashboardBody"]
+    text = (
+        "".join(part for part in body["Fn::Join"][1] if isinstance(part, str)) if "Fn::Join" in body else body
+    )
+    for title in ("Output tokens per minute", "Time to first token p99", "Hosts per instance type", "weight"):
+        assert title in text
+    for region in settings.regions:
+        assert (
+            f'"OutputTokens","Model","{settings.model.name}",{{"label":"{region}","region":"{region}"' in text
+        )
+        assert f'"RegionWeight","Region","{region}"' in text
+        for fleet in settings.regions[region].fleets:
+            assert f'"label":"{region} {fleet.instance_type}"' in text
+
+
+def test_global_stack_matches_snapshot(global_template, snapshot):
+    normalized = json.loads(ASSET_HASH.sub("<asset-hash>", json.dumps(global_template, sort_keys=True)))
+    assert normalized == snapshot.use_extension(JSONSnapshotExtension)
