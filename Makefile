@@ -18,7 +18,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 CDK := npx --no-install cdk --no-notices
 
 .PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy preflight \
-        serve ask image bench bench-serving bench-retrieval clean
+        serve ask image bench bench-serving bench-retrieval clean rehearse-routing traffic
 
 help:
 	@echo "make synth [CONFIG=file]   synthesize every stack of a config into cdk.out/ (offline)"
@@ -28,6 +28,8 @@ help:
 	@echo "make preflight CONFIG=file   check quotas, zones and reservations for a config's events (AWS account)"
 	@echo "make serve / make ask Q=\"...\"   run the assistant locally on a real Triton server"
 	@echo "make image                 build the production container (needs Docker)"
+	@echo "make rehearse-routing SCENARIO=file [JSON=1]   replay a routing scenario offline"
+	@echo "make traffic [ARGS=\"show|pin REGION=WEIGHT --for 2h|clear\"]   region weights (AWS account)"
 	@echo "make bench | bench-serving | bench-retrieval   synth time, serving TTFT, retrieval index"
 
 venv: $(VENV)/.installed
@@ -79,6 +81,18 @@ destroy: validate node
 # what the config's events need. Reads only; exits non-zero naming each shortfall.
 preflight: validate
 	$(VENV)/bin/python -m ops.preflight $(CONFIG)
+
+# Replay a routing scenario through the orchestrator's real policy, offline: a table of weights and reasons
+# (JSON=1: one JSON object per minute instead) and a PNG of weight per region under build/rehearsal/.
+SCENARIO ?=
+rehearse-routing: venv
+	@test -n "$(SCENARIO)" || { echo "usage: make rehearse-routing SCENARIO=scenarios/routing/NAME.yaml [JSON=1]" >&2; exit 2; }
+	@$(VENV)/bin/python -m ops.rehearse_routing $(SCENARIO) --config $(CONFIG) $(if $(JSON),--json)
+
+# Operators: region weights in Route 53, the orchestrator's last decisions, pins for maintenance.
+ARGS ?= show
+traffic: venv
+	@$(VENV)/bin/python -m ops.traffic --config $(CONFIG) $(ARGS)
 
 bench: venv node
 	$(VENV)/bin/python bench/synth_time.py

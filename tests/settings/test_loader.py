@@ -301,6 +301,26 @@ BAD_CONFIGS = [
         ["capacity_reservation.preference", "'capacity-reservations-first' or 'capacity-reservations-only'"],
         id="reservation-unknown-preference",
     ),
+    pytest.param(
+        MINIMAL + "routing:\n  orchestrator_region: us-west-2\n",
+        ["routing.orchestrator_region 'us-west-2' is not one of the configured regions"],
+        id="orchestrator-outside-the-regions",
+    ),
+    pytest.param(
+        MINIMAL + "routing:\n  bad_runs_to_drain: 3\n  drain_runs: 2\n",
+        ["config.yaml:8", "routing", "bad_runs_to_drain (3) exceeds drain_runs (2)"],
+        id="confirmation-longer-than-drain",
+    ),
+    pytest.param(
+        MINIMAL + "routing:\n  slow_first_token_share: 1.5\n",
+        ["config.yaml:9", "routing.slow_first_token_share", "less than 1"],
+        id="share-above-one",
+    ),
+    pytest.param(
+        MINIMAL + "routing:\n  flor: 5\n",
+        ["routing.flor", "did you mean 'floor'"],
+        id="routing-typo",
+    ),
     pytest.param("regions: [\n", ["config.yaml:2", "not valid YAML"], id="yaml-syntax"),
     pytest.param("- a\n- b\n", ["the top level must be a mapping"], id="top-level-list"),
     pytest.param("", ["config file is empty"], id="empty-file"),
@@ -531,3 +551,11 @@ def test_merge_keeps_every_key_and_overlay_scalars_win(base: dict, overlay: dict
             assert merged[key] == value
     for key in set(base) - set(overlay):
         assert merged[key] == base[key]
+
+
+def test_routing_defaults_and_the_derived_host_floor() -> None:
+    settings = load_settings(REPO / "config" / "default.yaml")
+    assert settings.orchestrator_region == "us-east-1"  # the first region unless configured
+    assert settings.routing.floor == 5 and settings.routing.drain_runs == 3
+    # inf2 min 2 + trn1 min 1 = 3 hosts; half of them, rounded up, must stay healthy.
+    assert settings.min_healthy_hosts("us-east-1") == 2
