@@ -115,6 +115,8 @@ def engine_environment(settings: Settings) -> tuple[tuple[str, str], ...]:
         # The container refuses longer generations, which is what bounds the longest stream.
         ("ASSISTANT_MAX_TOKENS_LIMIT", str(model.max_output_tokens)),
         ("ASSISTANT_DEFAULT_MAX_TOKENS", str(min(DEFAULT_MAX_TOKENS, model.max_output_tokens))),
+        # SlowFirstToken is 1 for a stream whose first token took longer: its share is what routing judges.
+        ("SLOW_FIRST_TOKEN_MS", str(settings.observability.ttft_p99_threshold_ms)),
         ("HTTP_PORT", str(settings.serving.http_port)),
         ("GRPC_PORT", str(settings.serving.grpc_port)),
         ("METRICS_PORT", str(settings.serving.metrics_port)),

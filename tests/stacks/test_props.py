@@ -96,6 +96,7 @@ def test_container_reads_weights_and_artifacts_under_the_one_readable_prefix(set
     assert environment["MODEL_S3_URI"] == prefix + "weights/"
     assert environment["COMPILED_ARTIFACTS_S3_URI"] == prefix + "compiled/"
     assert environment["ALLOW_COMPILE"] == "false"
+    assert environment["SLOW_FIRST_TOKEN_MS"] == str(settings.observability.ttft_p99_threshold_ms)
     # The compiled-artifact key names the model, not the place its files happen to live.
     assert environment["MODEL_ID"] == settings.model.model_id == "llama-3.1-8b-instruct"
     assert (environment["HTTP_PORT"], environment["GRPC_PORT"], environment["METRICS_PORT"]) == (
