@@ -29,8 +29,14 @@ MIN_HOSTS = {"us-east-1": 4, "us-west-2": 2, "us-east-2": 1}  # as in the scenar
 WEIGHTS = {"us-east-1": 50, "us-west-2": 30, "us-east-2": 20}
 
 
+_clients: dict[tuple[str, str], object] = {}
+
+
 def client(service: str, region: str):
-    return boto3.client(service, region_name=region)
+    """One client per service and region for the test, as one Lambda invocation keeps its own."""
+    if (service, region) not in _clients:
+        _clients[service, region] = boto3.client(service, region_name=region)
+    return _clients[service, region]
 
 
 @pytest.fixture
@@ -40,6 +46,7 @@ def aws(monkeypatch):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     with mock_aws():
         yield
+        _clients.clear()
 
 
 @pytest.fixture
