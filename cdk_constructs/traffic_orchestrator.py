@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -33,7 +33,6 @@ class RegionReads:
 
     region: str
     parameters: tuple[str, ...]  # SSM parameter names (the region's endpoint and health check)
-    degraded_alarm: str
 
 
 @dataclass(frozen=True)
@@ -162,19 +161,13 @@ class TrafficOrchestrator(Construct):
             )
         )
         self.role.add_to_policy(iam.PolicyStatement(actions=["ssm:PutParameter"], resources=[state]))
-        alarms = [
-            stack.format_arn(
-                service="cloudwatch",
-                region=reads.region,
-                resource="alarm",
-                resource_name=reads.degraded_alarm,
-                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        # GetMetricData has no resource-level permissions, and DescribeAlarms returns composite alarms
+        # (the region-degraded alarm is one) only when granted on "*" (CloudWatch API reference).
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:GetMetricData", "cloudwatch:DescribeAlarms"], resources=["*"]
             )
-            for reads in props.reads
-        ]
-        self.role.add_to_policy(iam.PolicyStatement(actions=["cloudwatch:DescribeAlarms"], resources=alarms))
-        metric_reads = iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"])
-        self.role.add_to_policy(metric_reads)
+        )
         self.role.add_to_policy(
             iam.PolicyStatement(
                 actions=["logs:CreateLogStream", "logs:PutLogEvents"],
@@ -184,7 +177,8 @@ class TrafficOrchestrator(Construct):
         acknowledge(
             self.role,
             "AwsSolutions-IAM5[Resource::*]",
-            "cloudwatch:GetMetricData has no resource-level permissions: the API accepts only '*'.",
+            "cloudwatch:GetMetricData has no resource-level permissions, and DescribeAlarms returns "
+            "composite alarms (the regions' degraded alarms) only when granted on '*'; both only read.",
         )
         log_group_id = stack.resolve(stack.get_logical_id(self.log_group.node.default_child))
         acknowledge(

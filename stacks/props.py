@@ -237,7 +237,6 @@ def orchestrator_props(settings: Settings) -> OrchestratorProps:
                     routing_names.endpoint_parameter(settings, region),
                     routing_names.health_check_parameter(settings, region),
                 ),
-                degraded_alarm=degraded_alarm_name(settings, region),
             )
             for region in settings.regions
         ),

@@ -14,11 +14,12 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from botocore.exceptions import BotoCoreError, ClientError
 
 from . import records
 from .config import ENVIRONMENT_VARIABLE, OrchestratorConfig, parse_config
 from .override import Override, OverrideError, parse_override
-from .policy import Decision, decide
+from .policy import Decision, RegionSignals, decide
 from .signals import Endpoint, read_endpoint, read_signals
 from .state import RunState, parse_state
 
@@ -65,11 +66,18 @@ def run(
     route53 = client("route53", home_region)
     existing = records.read_records(route53, config.hosted_zone_id, config.domain_name)
     endpoints: dict[str, Endpoint | None] = {}
-    signals = {}
+    signals: dict[str, RegionSignals | None] = {}
+    notes: list[str] = []
     for region in config.regions:
-        endpoints[region.name] = read_endpoint(client("ssm", region.name), region)
-        signals[region.name] = read_signals(client("cloudwatch", region.name), config, region, now)
-    override, notes = read_override(home_ssm, config, now)
+        try:
+            endpoints[region.name] = read_endpoint(client("ssm", region.name), region)
+            signals[region.name] = read_signals(client("cloudwatch", region.name), config, region, now)
+        except (BotoCoreError, ClientError) as error:
+            # A region whose APIs fail right now is a region with missing metrics: it holds, the rest move.
+            endpoints[region.name], signals[region.name] = None, None
+            notes.append(f"{region.name}: not read ({error})")
+    override, override_notes = read_override(home_ssm, config, now)
+    notes.extend(override_notes)
 
     current = {
         region.name: existing[region.name].weight if region.name in existing else region.initial_weight

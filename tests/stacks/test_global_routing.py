@@ -114,3 +114,10 @@ def test_the_fleet_dashboard_shows_every_region_side_by_side(settings, global_te
 def test_global_stack_matches_snapshot(global_template, snapshot):
     normalized = json.loads(ASSET_HASH.sub("<asset-hash>", json.dumps(global_template, sort_keys=True)))
     assert normalized == snapshot.use_extension(JSONSnapshotExtension)
+
+
+def test_alarm_reads_are_granted_on_star_because_composite_alarms_need_it(global_template):
+    """DescribeAlarms returns composite alarms only when granted on '*' (CloudWatch API reference)."""
+    (reads,) = [s for s in _statements(global_template) if "cloudwatch:DescribeAlarms" in s["Action"]]
+    assert reads["Resource"] == "*"
+    assert set(reads["Action"]) == {"cloudwatch:DescribeAlarms", "cloudwatch:GetMetricData"}

@@ -223,3 +223,16 @@ def test_the_lambda_entry_point_logs_one_decision_line(config, monkeypatch, caps
         r: [float(w)] for r, w in WEIGHTS.items()
     }
     assert {line["_aws"]["CloudWatchMetrics"][0]["Namespace"] for line in weights} == {"kit/Routing"}
+
+
+def test_a_region_whose_apis_fail_holds_while_the_others_are_decided(config):
+    def failing_in_us_west_2(service: str, region: str):
+        if region == "us-west-2" and service == "cloudwatch":
+            return boto3.client(service, region_name=region, endpoint_url="http://127.0.0.1:9")
+        return client(service, region)
+
+    result = lambda_handler.run(config, failing_in_us_west_2, "us-east-1", START, None)
+    assert any(note.startswith("us-west-2: not read") for note in result.notes)
+    statuses = {r.region: str(r.status) for r in result.decision.regions}
+    assert statuses["us-west-2"] == "missing"
+    assert "us-west-2" not in weights_in_route53(config)  # its record is left alone this run
