@@ -91,29 +91,24 @@ def config(aws) -> OrchestratorConfig:
 
 
 def publish(region: str, at: datetime, minute) -> None:
-    """What a region's serving containers would publish in one minute: 0/1 per request, gauges per host."""
+    """One minute of a region's serving containers, as CloudWatch aggregates them: 0/1 per request (its
+    Average is a share), gauges every GAUGE_INTERVAL seconds per host."""
     samples = minute.healthy_hosts * 60 / GAUGE_INTERVAL
     dimensions = [{"Name": "Model", "Value": "assistant"}]
 
     def share(name: str, value: float) -> dict:
-        counts = [value * REQUESTS_PER_MINUTE, (1 - value) * REQUESTS_PER_MINUTE]
-        return {
-            "MetricName": name,
-            "Dimensions": dimensions,
-            "Timestamp": at,
-            "Values": [1.0, 0.0],
-            "Counts": counts,
+        stats = {
+            "SampleCount": REQUESTS_PER_MINUTE,
+            "Sum": value * REQUESTS_PER_MINUTE,
+            "Minimum": 0,
+            "Maximum": 1,
         }
+        return {"MetricName": name, "Dimensions": dimensions, "Timestamp": at, "StatisticValues": stats}
 
     def gauge(name: str, total: float) -> dict:
         per_host = total / minute.healthy_hosts
-        return {
-            "MetricName": name,
-            "Dimensions": dimensions,
-            "Timestamp": at,
-            "Values": [per_host],
-            "Counts": [samples],
-        }
+        stats = {"SampleCount": samples, "Sum": per_host * samples, "Minimum": per_host, "Maximum": per_host}
+        return {"MetricName": name, "Dimensions": dimensions, "Timestamp": at, "StatisticValues": stats}
 
     client("cloudwatch", region).put_metric_data(
         Namespace="LLMServing",
