@@ -122,3 +122,21 @@ def _normalized(template):
 def test_stack_matches_snapshot(templates, snapshot):
     # One region: the others differ by region name and CIDR only, which the fine-grained tests cover.
     assert _normalized(templates["us-east-1"]) == snapshot.use_extension(JSONSnapshotExtension)
+
+
+def test_every_region_publishes_its_endpoint_and_health_check_for_the_orchestrator(settings, templates):
+    for region, template in templates.items():
+        parameters = {
+            p["Properties"]["Name"]: p["Properties"]["Value"]
+            for p in resources(template, "AWS::SSM::Parameter").values()
+        }
+        endpoint = json.dumps(parameters[f"/{settings.project}/{region}/serving-endpoint"])
+        for key in ("alb_dns_name", "alb_canonical_hosted_zone_id", f'\\"region\\":\\"{region}\\"'):
+            assert key in endpoint, (region, key)
+        health_check = parameters[f"/{settings.project}/{region}/routing-health-check"]
+        (calculated,) = [
+            name
+            for name, check in resources(template, "AWS::Route53::HealthCheck").items()
+            if check["Properties"]["HealthCheckConfig"]["Type"] == "CALCULATED"
+        ]
+        assert health_check == {"Fn::GetAtt": [calculated, "HealthCheckId"]}
