@@ -8,7 +8,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from settings.schema import Settings
 
 KeyPath = tuple[str | int, ...]
+Model = TypeVar("Model", bound=BaseModel)
 
 # An overlay names the file it changes; lists of fleets merge by instance type so an overlay can
 # raise one fleet's limits without restating the others, and events merge by name, so an overlay adds
@@ -232,11 +233,13 @@ def _located(loc: KeyPath, message: str, merged: Any, documents: list[Document])
     return f"{where}: {format_path(_semantic(loc, merged))}: {message}"
 
 
-def validation_messages(error: ValidationError, merged: Any, documents: list[Document]) -> list[str]:
+def validation_messages(
+    error: ValidationError, merged: Any, documents: list[Document], model: type[BaseModel] = Settings
+) -> list[str]:
     messages = []
     for item in error.errors():
         loc: KeyPath = tuple(item["loc"])
-        described = _describe(dict(item), _known_keys(Settings, loc))
+        described = _describe(dict(item), _known_keys(model, loc))
         messages.append(_located(loc, described, merged, documents))
     return messages
 
@@ -259,6 +262,22 @@ def load_config(path: str | Path) -> LoadedConfig:
         raise ConfigError("\n".join(validation_messages(error, data, documents))) from None
     warnings = tuple(_located(loc, message, data, documents) for loc, message in settings.warnings())
     return LoadedConfig(settings, warnings)
+
+
+def load_model(path: str | Path, model: type[Model]) -> tuple[Model, Document]:
+    """One YAML file of another kind (a forecast, a performance profile), no base, validated into `model`
+    with the same file:line: key-path errors as a config."""
+    document = read_document(Path(path))
+    try:
+        return model.model_validate(document.data), document
+    except ValidationError as error:
+        messages = validation_messages(error, document.data, [document], model)
+        raise ConfigError("\n".join(messages)) from None
+
+
+def locate(document: Document, loc: KeyPath, message: str) -> str:
+    """'file:line: key.path: message' for a problem found after validation (a rule across files)."""
+    return _located(loc, message, document.data, [document])
 
 
 def load_settings(path: str | Path) -> Settings:

@@ -1,0 +1,100 @@
+"""Forecast file -> Forecast: the traffic a peak event brings to each region, and the SLO to keep.
+
+The format is a public interface (README, "Capacity planner"); every mistake is reported with its file,
+line and key by the same formatter as config errors."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Self
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from planner.simulate import LogNormal
+from settings.loader import Document, load_model
+from settings.schema import RegionName
+
+EVENT_NAME = r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _as_text(value: Any) -> Any:
+    # An unquoted ISO time is a YAML timestamp; keep the text form the overlay writes back.
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _iso_with_offset(text: str) -> str:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an ISO 8601 time like 2027-07-08T00:00:00-07:00") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset; add one (-07:00) or Z")
+    return text
+
+
+IsoTime = Annotated[str, BeforeValidator(_as_text), AfterValidator(_iso_with_offset)]
+
+
+class EventWindow(_Model):
+    name: Annotated[str, Field(pattern=EVENT_NAME)]
+    start: IsoTime
+    end: IsoTime
+
+    @model_validator(mode="after")
+    def _ends_after_start(self) -> Self:
+        if datetime.fromisoformat(self.end) <= datetime.fromisoformat(self.start):
+            raise ValueError(f"end {self.end} is not after start {self.start}")
+        return self
+
+
+class Slo(_Model):
+    ttft_p99_ms: Annotated[float, Field(gt=0)]
+
+
+class TokenCounts(_Model):
+    mean: Annotated[float, Field(gt=0)]
+    p99: Annotated[float, Field(gt=0)]
+
+    @model_validator(mode="after")
+    def _fits_a_lognormal(self) -> Self:
+        if self.p99 < self.mean:
+            raise ValueError(f"p99 ({self.p99:g}) is below the mean ({self.mean:g})")
+        if self.p99 / self.mean > LogNormal.MAX_P99_OVER_MEAN:
+            raise ValueError(
+                f"p99 ({self.p99:g}) is more than {LogNormal.MAX_P99_OVER_MEAN:.1f}x the mean "
+                f"({self.mean:g}); no lognormal distribution has that tail"
+            )
+        return self
+
+    def distribution(self) -> LogNormal:
+        return LogNormal.fit(self.mean, self.p99)
+
+
+def _not_negative(rate: float) -> float:
+    if rate < 0:
+        raise ValueError(f"a request rate cannot be negative, got {rate:g}")
+    return rate
+
+
+class RegionForecast(_Model):
+    peak_requests_per_second: Annotated[float, AfterValidator(_not_negative)]
+    prompt_tokens: TokenCounts
+    output_tokens: TokenCounts
+
+
+class Forecast(_Model):
+    event: EventWindow
+    slo: Slo
+    regions: Annotated[dict[RegionName, RegionForecast], Field(min_length=1)]
+    # The other regions can take the largest region's traffic (any one region's, in fact) if it is lost.
+    survive_region_loss: bool = False
+
+
+def load_forecast(path: str | Path) -> tuple[Forecast, Document]:
+    """Raises settings.loader.ConfigError with one 'file:line: key: problem' line per mistake."""
+    return load_model(path, Forecast)

@@ -1,0 +1,319 @@
+"""Discrete-event simulation of one region's serving fleet at the request level.
+
+Requests arrive as a Poisson process; a load balancer picks a host (least outstanding requests, as the
+ALB does, or round robin); the host hands the request to its least busy engine replica; each replica runs
+continuous batching (a new sequence joins the running batch at the next decode step, up to max_num_seqs,
+and waiting prompts are prefilled before decoding resumes) or static batching (a batch runs until its
+longest sequence ends before the next one starts). Events are batched: a replica decoding a fixed batch
+is not stepped token by token; it jumps to its next completion, or to the first step boundary after an
+arrival it could admit, so the cost is a few heap operations per request, not per token.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+# One-sided 99th percentile of the standard normal distribution.
+Z99 = 2.3263478740408408
+
+
+class Balancer(StrEnum):
+    LEAST_OUTSTANDING = "lor"
+    ROUND_ROBIN = "round-robin"
+
+
+class Batching(StrEnum):
+    CONTINUOUS = "continuous"
+    STATIC = "static"
+
+
+@dataclass(frozen=True)
+class LogNormal:
+    """Token counts: positive, right-skewed, and pinned exactly by the two numbers a forecast gives.
+
+    With ln X ~ N(mu, sigma^2): mean = exp(mu + sigma^2 / 2) and p99 = exp(mu + Z99 sigma), so
+    sigma^2 / 2 - Z99 sigma + ln(p99 / mean) = 0; the smaller root is the fit whose p99 grows with sigma.
+    A real root exists while p99 / mean <= exp(Z99^2 / 2), about 15."""
+
+    mu: float
+    sigma: float
+
+    MAX_P99_OVER_MEAN = math.exp(Z99 * Z99 / 2)
+
+    @classmethod
+    def fit(cls, mean: float, p99: float) -> LogNormal:
+        if mean <= 0 or p99 < mean:
+            raise ValueError(f"need 0 < mean <= p99, got mean {mean}, p99 {p99}")
+        ratio = math.log(p99 / mean)
+        discriminant = Z99 * Z99 - 2 * ratio
+        if discriminant < 0:
+            raise ValueError(
+                f"a p99 of {p99} is more than {cls.MAX_P99_OVER_MEAN:.1f}x the mean {mean}: no lognormal fits"
+            )
+        sigma = Z99 - math.sqrt(discriminant)
+        return cls(mu=math.log(mean) - sigma * sigma / 2, sigma=sigma)
+
+    def draw(self, rng: np.random.Generator, size: int, cap: int) -> np.ndarray:
+        """Whole tokens, at least 1 and at most cap (the engine's limit)."""
+        values = (
+            rng.lognormal(self.mu, self.sigma, size) if self.sigma > 0 else np.full(size, math.exp(self.mu))
+        )
+        return np.clip(np.rint(values), 1, cap).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine replica's speed: prefill throughput and decode step time by batch size."""
+
+    prefill_tokens_per_second: float
+    decode_step_seconds: tuple[float, ...]  # index = sequences in the batch (0 unused), 1..max_num_seqs
+
+    @property
+    def max_num_seqs(self) -> int:
+        return len(self.decode_step_seconds) - 1
+
+    def requests_per_second(self, prompt_mean: float, output_mean: float) -> float:
+        """Throughput bound of a full batch: the nominal capacity used to size a search and a slice."""
+        full = self.max_num_seqs
+        per_request = prompt_mean / self.prefill_tokens_per_second
+        per_request += max(output_mean - 1, 0) * self.decode_step_seconds[full] / full
+        return 1 / per_request
+
+
+@dataclass(frozen=True)
+class HostGroup:
+    """Hosts of one instance type in a region: `count` hosts with `replicas` engines each."""
+
+    instance_type: str
+    engine: Engine
+    replicas: int
+    count: int
+
+    def with_count(self, count: int) -> HostGroup:
+        return HostGroup(self.instance_type, self.engine, self.replicas, count)
+
+
+@dataclass(frozen=True)
+class Requests:
+    arrival: np.ndarray  # seconds, sorted
+    prompt: np.ndarray  # tokens
+    output: np.ndarray  # tokens, the first one produced by the prefill
+
+    def __len__(self) -> int:
+        return len(self.arrival)
+
+
+def draw_requests(
+    rate: float,
+    duration: float,
+    prompt: LogNormal,
+    output: LogNormal,
+    seed: int,
+    max_prompt: int = 1 << 20,
+    max_output: int = 1 << 20,
+) -> Requests:
+    """A Poisson process at `rate` per second over `duration` seconds, token counts drawn per request.
+
+    Common random numbers: a unit-rate process is stretched to the rate, and request i draws the same
+    tokens whatever the rate, so comparing two rates (or two fleets) at one seed compares like with like."""
+    if rate <= 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return Requests(np.zeros(0), empty, empty)
+    gaps_seed, prompt_seed, output_seed = np.random.SeedSequence(seed).spawn(3)
+    expected = rate * duration
+    count = int(expected + 8 * math.sqrt(expected) + 16)  # the process ends inside this with certainty
+    unit = np.cumsum(np.random.default_rng(gaps_seed).exponential(1.0, count))
+    arrival = unit[unit < expected] / rate
+    count = len(arrival)
+    return Requests(
+        arrival,
+        prompt.draw(np.random.default_rng(prompt_seed), count, max_prompt),
+        output.draw(np.random.default_rng(output_seed), count, max_output),
+    )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ttft: np.ndarray  # seconds from arrival to first token, per request
+    finish: np.ndarray  # seconds, when the last token left
+    host: np.ndarray  # index of the host that served it
+
+    def p99_ttft_ms(self) -> float:
+        return float(np.percentile(self.ttft, 99) * 1000) if len(self.ttft) else 0.0
+
+
+class _Replica:
+    __slots__ = (
+        "busy",
+        "decode_start",
+        "decoding",
+        "event_time",
+        "host",
+        "index",
+        "inv_prefill",
+        "outstanding",
+        "queue",
+        "running",
+        "step",
+        "steps",
+        "tokens",
+    )
+
+    def __init__(self, index: int, host: int, engine: Engine) -> None:
+        self.index = index
+        self.host = host
+        self.inv_prefill = 1.0 / engine.prefill_tokens_per_second
+        self.steps = engine.decode_step_seconds
+        self.queue: deque[int] = deque()
+        self.running: list[tuple[int, int]] = []  # heap of (token count at which it ends, request)
+        self.tokens = 0  # decode steps this replica has run: every running sequence gains one per step
+        self.outstanding = 0
+        self.busy = False
+        self.decoding = False
+        self.decode_start = 0.0
+        self.step = 0.0
+        self.event_time = math.inf
+
+
+def simulate(
+    groups: Sequence[HostGroup],
+    requests: Requests,
+    balancer: Balancer = Balancer.LEAST_OUTSTANDING,
+    batching: Batching = Batching.CONTINUOUS,
+) -> Outcome:
+    """Serve every request (the fleet drains after the last arrival) and return when each got its first
+    and last token. Pure: the same inputs give the same outcome."""
+    replicas: list[_Replica] = []
+    host_replicas: list[list[_Replica]] = []
+    for group in groups:
+        for _ in range(group.count):
+            host = len(host_replicas)
+            members = [_Replica(len(replicas) + i, host, group.engine) for i in range(group.replicas)]
+            host_replicas.append(members)
+            replicas.extend(members)
+    hosts = len(host_replicas)
+    if hosts == 0:
+        raise ValueError("a fleet needs at least one host")
+
+    arrival = requests.arrival.tolist()
+    prompt = requests.prompt.tolist()
+    output = requests.output.tolist()
+    count = len(arrival)
+    ttft = [0.0] * count
+    finish = [0.0] * count
+    served_by = [0] * count
+    host_out = [0] * hosts
+    events: list[
+        tuple[float, int]
+    ] = []  # (time, key): key >= 0 a replica, key < 0 request ~key ends (static)
+    push, pop = heapq.heappush, heapq.heappop
+    static = batching is Batching.STATIC
+
+    def schedule(replica: _Replica, time: float) -> None:
+        replica.event_time = time
+        push(events, (time, replica.index))
+
+    def continuous_step(replica: _Replica, now: float) -> None:
+        running = replica.running
+        if replica.decoding:
+            replica.tokens += round((now - replica.decode_start) / replica.step)
+            replica.decoding = False
+        tokens = replica.tokens
+        while running and running[0][0] <= tokens:
+            request = pop(running)[1]
+            finish[request] = now
+            host_out[replica.host] -= 1
+            replica.outstanding -= 1
+        queue = replica.queue
+        cap = len(replica.steps) - 1
+        if queue and len(running) < cap:
+            # Prefill first: each admitted prompt is encoded in turn and emits its first token.
+            time = now
+            for _ in range(min(cap - len(running), len(queue))):
+                request = queue.popleft()
+                time += prompt[request] * replica.inv_prefill
+                ttft[request] = time - arrival[request]
+                push(running, (tokens + output[request] - 1, request))
+            schedule(replica, time)
+        elif running:
+            step = replica.steps[len(running)]
+            replica.decoding = True
+            replica.decode_start = now
+            replica.step = step
+            schedule(replica, now + (running[0][0] - tokens) * step)
+        else:
+            replica.busy = False
+            replica.event_time = math.inf
+
+    def static_batch(replica: _Replica, now: float) -> None:
+        queue = replica.queue
+        if not queue:
+            replica.busy = False
+            replica.event_time = math.inf
+            return
+        size = min(len(replica.steps) - 1, len(queue))
+        batch = [queue.popleft() for _ in range(size)]
+        time = now
+        for request in batch:
+            time += prompt[request] * replica.inv_prefill
+            ttft[request] = time - arrival[request]
+        step = replica.steps[size]  # a static batch steps at its full size until its longest sequence ends
+        longest = 0
+        for request in batch:
+            done = time + (output[request] - 1) * step
+            finish[request] = done
+            push(events, (done, ~request))
+            longest = max(longest, output[request])
+        schedule(replica, time + (longest - 1) * step)
+
+    handle = static_batch if static else continuous_step
+
+    def advance(until: float) -> None:
+        while events and events[0][0] <= until:
+            time, key = pop(events)
+            if key < 0:
+                served = replicas[served_by[~key]]
+                host_out[served.host] -= 1
+                served.outstanding -= 1
+                continue
+            replica = replicas[key]
+            if time == replica.event_time:  # otherwise an earlier boundary replaced this event
+                handle(replica, time)
+
+    host_range = range(hosts)
+    for request in range(count):
+        now = arrival[request]
+        advance(now)
+        if balancer is Balancer.LEAST_OUTSTANDING:
+            host = min(host_range, key=host_out.__getitem__)
+        else:
+            host = request % hosts
+        members = host_replicas[host]
+        replica = members[0]
+        for candidate in members:
+            if candidate.outstanding < replica.outstanding:
+                replica = candidate
+        host_out[host] += 1
+        replica.outstanding += 1
+        served_by[request] = replica.index
+        replica.queue.append(request)
+        if not replica.busy:
+            replica.busy = True
+            schedule(replica, now)
+        elif replica.decoding and len(replica.running) < len(replica.steps) - 1:
+            # Join at the next decode step boundary rather than at the next completion.
+            steps_done = math.ceil((now - replica.decode_start) / replica.step)
+            boundary = replica.decode_start + steps_done * replica.step
+            if boundary < replica.event_time:
+                schedule(replica, boundary)
+    advance(math.inf)
+
+    host_of = np.array([r.host for r in replicas], dtype=np.int64)
+    return Outcome(np.array(ttft), np.array(finish), host_of[np.array(served_by, dtype=np.int64)])
