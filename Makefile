@@ -18,7 +18,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 CDK := npx --no-install cdk --no-notices
 
 .PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy preflight \
-        serve ask image bench bench-serving bench-retrieval clean rehearse-routing traffic
+        serve ask image bench bench-serving bench-retrieval clean rehearse-routing traffic plan plan-plot bench-plan
 
 help:
 	@echo "make synth [CONFIG=file]   synthesize every stack of a config into cdk.out/ (offline)"
@@ -31,6 +31,8 @@ help:
 	@echo "make rehearse-routing SCENARIO=file [JSON=1]   replay a routing scenario offline"
 	@echo "make traffic [ARGS=\"show|pin REGION=WEIGHT --for 2h|clear\"]   region weights (AWS account)"
 	@echo "make bench | bench-serving | bench-retrieval   synth time, serving TTFT, retrieval index"
+	@echo "make plan FORECAST=file [CONFIG=file]   size each region's fleets by simulation, write the event overlay"
+	@echo "make plan-plot | bench-plan   the planner's TTFT-against-load plot, its speed at 80,000 chips"
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -96,6 +98,18 @@ traffic: venv
 
 bench: venv node
 	$(VENV)/bin/python bench/synth_time.py
+
+# ---- capacity planner (planner/) ------------------------------------------------------------------
+# Writes <config folder>/<event name>.yaml (config/prime-day.yaml for the shipped forecast); OUT= elsewhere.
+plan: venv
+	@test -n "$(FORECAST)" || { echo "usage: make plan FORECAST=config/forecasts/prime-day.yaml [CONFIG=file] [OUT=file]" >&2; exit 2; }
+	$(VENV)/bin/python -m planner $(FORECAST) --config $(CONFIG) $(if $(OUT),--out $(OUT)) $(foreach p,$(PROFILE),--profile $(p))
+
+plan-plot: venv
+	$(VENV)/bin/python -m planner.sweep --out docs/planner-ttft-vs-load.png
+
+bench-plan: venv
+	$(VENV)/bin/python bench/plan_speed.py
 
 clean:
 	rm -rf cdk.out .pytest_cache .ruff_cache

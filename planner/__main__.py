@@ -41,16 +41,21 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     console = Console() if sys.stdout.isatty() else Console(width=140)  # a log keeps the table whole
-    errors = Console(stderr=True)
+    errors = Console(stderr=True)  # the progress bar; messages go through print() and are never re-wrapped
     if args.headroom < 0 or args.max_factor < 1 or args.prewarm_margin < 0 or args.slice_hosts < 1:
-        errors.print(
-            "plan error: --headroom >= 0, --max-factor >= 1, --prewarm-margin >= 0, --slice-hosts >= 1"
+        print(
+            "plan error: needs --headroom >= 0, --max-factor >= 1, --prewarm-margin >= 0, --slice-hosts >= 1",
+            file=sys.stderr,
         )
         return 2
     try:
         inputs = gather(args.forecast, args.config, args.profile, args.prices)
     except ConfigError as error:
-        errors.print(f"forecast error:\n{error}", markup=False, highlight=False)
+        print(f"forecast error:\n{error}", file=sys.stderr)
+        return 1
+    out = Path(args.out) if args.out else inputs.config_path.parent / f"{inputs.forecast.event.name}.yaml"
+    if out.resolve() == inputs.config_path.resolve():
+        print(f"plan error: --out {out} would overwrite the config it is based on", file=sys.stderr)
         return 1
     search = Search(slo_ms=inputs.forecast.slo.ttft_p99_ms, slice_hosts=args.slice_hosts, seed=args.seed)
     columns = (
@@ -64,7 +69,7 @@ def main(argv: list[str]) -> int:
             task = progress.add_task("plan", total=None)
             plans = plan_event(inputs, search, args.headroom, args.max_factor, lambda: progress.advance(task))
     except PlanError as error:
-        errors.print(f"plan error: {error}", markup=False, highlight=False)
+        print(f"plan error: {error}", file=sys.stderr)
         return 1
     from planner.report import plan_table  # rich tables only once there is something to show
 
@@ -75,10 +80,6 @@ def main(argv: list[str]) -> int:
         f"{sum(p.sized.simulations for p in plans)} runs",
         highlight=False,
     )
-    out = Path(args.out) if args.out else inputs.config_path.parent / f"{inputs.forecast.event.name}.yaml"
-    if out.resolve() == inputs.config_path.resolve():
-        errors.print(f"plan error: --out {out} would overwrite the config it is based on")
-        return 1
     overlay = event_overlay(
         base_reference(inputs.config_path, out), inputs.forecast.event, plans, args.prewarm_margin
     )
@@ -91,7 +92,7 @@ def main(argv: list[str]) -> int:
     try:
         out.write_text(render(overlay, written_by), encoding="utf-8")
     except OSError as error:
-        errors.print(f"plan error: cannot write {out}: {error}", markup=False)
+        print(f"plan error: cannot write {out}: {error}", file=sys.stderr)
         return 1
     console.print(f"wrote {out}")
     return 0

@@ -80,9 +80,9 @@ def event_overlay(
 def render(overlay: EventOverlay, written_by: str) -> str:
     """The overlay as YAML in the shape of the README's example, one fleet per line."""
     lines = [
-        f"# Written by `{written_by}`; change the forecast and run it again rather than editing this file.",
-        "# The base config's fleets keep their limits; the event raises them from the pre-warm lead time",
-        "# before start until end.",
+        f"# Written by `{written_by}`: change the forecast and run it again rather than",
+        "# editing this file. The base config's fleets keep their limits; the event raises them from",
+        "# the pre-warm lead time before its start until its end.",
         f"base: {overlay.base}",
         "events:",
     ]

@@ -48,6 +48,7 @@ class Search:
 
 @dataclass(frozen=True)
 class Sized:
+    scale: int  # the fleet_counts() total the search settled on
     counts: tuple[int, ...]  # hosts per group, in the order of the templates
     p99_ttft_ms: float  # over the verification window
     simulated_requests: int
@@ -148,7 +149,7 @@ def size_region(
 
     if rate <= 0:
         counts = tuple(0 for _ in templates)
-        return Sized(counts, 0.0, 0, 0, counts)
+        return Sized(0, counts, 0.0, 0, 0, counts)
 
     per_host = nominal_capacity(_groups(templates, fleet_counts(1000, mix)), demand) / sum(
         fleet_counts(1000, mix)
@@ -175,7 +176,8 @@ def size_region(
     while candidate <= limit:
         measured, slice_counts = p99(candidate, search.verify_seconds)
         if measured <= search.slo_ms:
-            return Sized(fleet_counts(candidate, mix), measured, simulated, simulations, slice_counts)
+            counts = fleet_counts(candidate, mix)
+            return Sized(candidate, counts, measured, simulated, simulations, slice_counts)
         candidate = max(candidate + 1, math.ceil(candidate * 1.02))
     raise PlanError(
         f"no fleet up to {limit} hosts meets a p99 TTFT of {search.slo_ms:g} ms over the full window"

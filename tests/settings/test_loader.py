@@ -361,9 +361,16 @@ def test_default_config_has_three_regions_with_inf2_and_trn1() -> None:
         ]
 
 
-def test_prime_day_overlay_raises_minimums_and_keeps_the_rest() -> None:
+def test_an_overlay_raises_minimums_and_keeps_the_rest(tmp_path: Path) -> None:
+    raised = "\n".join(
+        f"  {region}:\n    fleets:\n"
+        "      - {instance_type: inf2.48xlarge, min: 12, max: 60}\n"
+        "      - {instance_type: trn1.32xlarge, min: 6, max: 30}"
+        for region in ("us-east-1", "us-west-2", "us-east-2")
+    )
+    overlay = write(tmp_path, f"base: {REPO / 'config' / 'default.yaml'}\nregions:\n{raised}\n", "peak.yaml")
     default = load_settings(REPO / "config" / "default.yaml")
-    peak = load_settings(REPO / "config" / "prime-day.yaml")
+    peak = load_settings(overlay)
     assert peak.model == default.model
     assert peak.serving == default.serving
     for name, region in peak.regions.items():

@@ -1,0 +1,81 @@
+"""Forecast files: the public format, and a clear file:line: key message for every mistake."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.forecast import load_forecast
+from settings.loader import ConfigError
+
+from .conftest import REPO, SMALL_FORECAST
+
+BAD_FORECASTS = [
+    pytest.param(
+        SMALL_FORECAST.replace("second: 40", "second: -40"),
+        ["forecast.yaml:5", "regions.us-east-1.peak_requests_per_second", "cannot be negative, got -40"],
+        id="negative-rate",
+    ),
+    pytest.param(
+        SMALL_FORECAST.replace("{mean: 900, p99: 3000}", "{mean: 900, p99: 300}", 1),
+        ["forecast.yaml:6", "regions.us-east-1.prompt_tokens", "p99 (300) is below the mean (900)"],
+        id="p99-below-mean",
+    ),
+    pytest.param(
+        SMALL_FORECAST.replace("us-west-2", "us-wset-2"),
+        ["forecast.yaml:8", "regions.us-wset-2", "unknown region 'us-wset-2'"],
+        id="unknown-region",
+    ),
+    pytest.param(
+        SMALL_FORECAST.replace("{mean: 250, p99: 900}", "{mean: 25, p99: 900}", 1),
+        ["regions.us-east-1.output_tokens", "more than 15.0x the mean", "no lognormal"],
+        id="tail-too-heavy",
+    ),
+    pytest.param(
+        SMALL_FORECAST.replace("ttft_p99_ms", "ttft_p99"),
+        ["forecast.yaml:2", "slo.ttft_p99", "unknown key; did you mean 'ttft_p99_ms'?"],
+        id="typo",
+    ),
+    pytest.param(
+        SMALL_FORECAST.replace('end: "2027-03-02T00:00:00Z"', 'end: "2027-02-28T00:00:00Z"'),
+        ["forecast.yaml:1", "event", "is not after start"],
+        id="ends-before-it-starts",
+    ),
+    pytest.param(
+        SMALL_FORECAST.replace('"2027-03-01T00:00:00Z"', '"2027-03-01T00:00:00"'),
+        ["event.start", "has no UTC offset"],
+        id="no-offset",
+    ),
+    pytest.param(
+        SMALL_FORECAST.replace("spring-sale", "Spring Sale"),
+        ["event.name", "should match pattern"],
+        id="bad-event-name",
+    ),
+    pytest.param(
+        SMALL_FORECAST.replace("slo: {ttft_p99_ms: 1000}\n", ""),
+        ["slo", "required key is missing"],
+        id="no-slo",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "fragments"), BAD_FORECASTS)
+def test_bad_forecast_is_named_with_file_line_and_key(write, text: str, fragments: list[str]) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_forecast(write(text))
+    message = str(raised.value)
+    for fragment in fragments:
+        assert fragment in message, message
+
+
+def test_unquoted_times_are_read_back_as_iso_text(write) -> None:
+    forecast, _ = load_forecast(
+        write(SMALL_FORECAST.replace('"2027-03-01T00:00:00Z"', "2027-03-01T00:00:00-07:00"))
+    )
+    assert forecast.event.start == "2027-03-01T00:00:00-07:00"
+
+
+def test_the_shipped_forecast_is_valid() -> None:
+    forecast, _ = load_forecast(REPO / "config" / "forecasts" / "prime-day.yaml")
+    assert forecast.event.name == "prime-day"
+    assert list(forecast.regions) == ["us-east-1", "us-west-2", "us-east-2"]
+    assert forecast.survive_region_loss
