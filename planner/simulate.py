@@ -152,6 +152,7 @@ class Outcome:
 class _Replica:
     __slots__ = (
         "busy",
+        "cap",
         "decode_start",
         "decoding",
         "event_time",
@@ -171,6 +172,7 @@ class _Replica:
         self.host = host
         self.inv_prefill = 1.0 / engine.prefill_tokens_per_second
         self.steps = engine.decode_step_seconds
+        self.cap = engine.max_num_seqs
         self.queue: deque[int] = deque()
         self.running: list[tuple[int, int]] = []  # heap of (token count at which it ends, request)
         self.tokens = 0  # decode steps this replica has run: every running sequence gains one per step
@@ -210,15 +212,10 @@ def simulate(
     finish = [0.0] * count
     served_by = [0] * count
     host_out = [0] * hosts
-    events: list[
-        tuple[float, int]
-    ] = []  # (time, key): key >= 0 a replica, key < 0 request ~key ends (static)
+    # (time, key): key >= 0 is a replica's next step; key < 0 is request ~key ending (static batching only).
+    events: list[tuple[float, int]] = []
     push, pop = heapq.heappush, heapq.heappop
     static = batching is Batching.STATIC
-
-    def schedule(replica: _Replica, time: float) -> None:
-        replica.event_time = time
-        push(events, (time, replica.index))
 
     def continuous_step(replica: _Replica, now: float) -> None:
         running = replica.running
@@ -226,28 +223,34 @@ def simulate(
             replica.tokens += round((now - replica.decode_start) / replica.step)
             replica.decoding = False
         tokens = replica.tokens
-        while running and running[0][0] <= tokens:
-            request = pop(running)[1]
-            finish[request] = now
-            host_out[replica.host] -= 1
-            replica.outstanding -= 1
+        if running and running[0][0] <= tokens:
+            host = replica.host
+            while running and running[0][0] <= tokens:
+                request = pop(running)[1]
+                finish[request] = now
+                host_out[host] -= 1
+                replica.outstanding -= 1
         queue = replica.queue
-        cap = len(replica.steps) - 1
-        if queue and len(running) < cap:
+        free = replica.cap - len(running)
+        if queue and free > 0:
             # Prefill first: each admitted prompt is encoded in turn and emits its first token.
             time = now
-            for _ in range(min(cap - len(running), len(queue))):
+            inv_prefill = replica.inv_prefill
+            for _ in range(free if free < len(queue) else len(queue)):
                 request = queue.popleft()
-                time += prompt[request] * replica.inv_prefill
+                time += prompt[request] * inv_prefill
                 ttft[request] = time - arrival[request]
                 push(running, (tokens + output[request] - 1, request))
-            schedule(replica, time)
+            replica.event_time = time
+            push(events, (time, replica.index))
         elif running:
             step = replica.steps[len(running)]
             replica.decoding = True
             replica.decode_start = now
             replica.step = step
-            schedule(replica, now + (running[0][0] - tokens) * step)
+            time = now + (running[0][0] - tokens) * step
+            replica.event_time = time
+            push(events, (time, replica.index))
         else:
             replica.busy = False
             replica.event_time = math.inf
@@ -258,7 +261,7 @@ def simulate(
             replica.busy = False
             replica.event_time = math.inf
             return
-        size = min(len(replica.steps) - 1, len(queue))
+        size = min(replica.cap, len(queue))
         batch = [queue.popleft() for _ in range(size)]
         time = now
         for request in batch:
@@ -271,7 +274,8 @@ def simulate(
             finish[request] = done
             push(events, (done, ~request))
             longest = max(longest, output[request])
-        schedule(replica, time + (longest - 1) * step)
+        replica.event_time = time + (longest - 1) * step
+        push(events, (replica.event_time, replica.index))
 
     handle = static_batch if static else continuous_step
 
@@ -288,13 +292,12 @@ def simulate(
                 handle(replica, time)
 
     host_range = range(hosts)
+    least_outstanding = balancer is Balancer.LEAST_OUTSTANDING
     for request in range(count):
         now = arrival[request]
-        advance(now)
-        if balancer is Balancer.LEAST_OUTSTANDING:
-            host = min(host_range, key=host_out.__getitem__)
-        else:
-            host = request % hosts
+        if events and events[0][0] <= now:
+            advance(now)
+        host = min(host_range, key=host_out.__getitem__) if least_outstanding else request % hosts
         members = host_replicas[host]
         replica = members[0]
         for candidate in members:
@@ -305,14 +308,17 @@ def simulate(
         served_by[request] = replica.index
         replica.queue.append(request)
         if not replica.busy:
+            # Every event up to now has run, so an idle engine starts on it at once.
             replica.busy = True
-            schedule(replica, now)
-        elif replica.decoding and len(replica.running) < len(replica.steps) - 1:
+            handle(replica, now)
+        elif replica.decoding and len(replica.running) < replica.cap:
             # Join at the next decode step boundary rather than at the next completion.
-            steps_done = math.ceil((now - replica.decode_start) / replica.step)
-            boundary = replica.decode_start + steps_done * replica.step
+            boundary = (
+                replica.decode_start + math.ceil((now - replica.decode_start) / replica.step) * replica.step
+            )
             if boundary < replica.event_time:
-                schedule(replica, boundary)
+                replica.event_time = boundary
+                push(events, (boundary, replica.index))
     advance(math.inf)
 
     host_of = np.array([r.host for r in replicas], dtype=np.int64)
