@@ -11,6 +11,7 @@ from planner.forecast import EventWindow, load_forecast
 from planner.overlay import EventOverlay, base_reference, event_overlay, render
 from planner.plan import DesignRate, FleetPlan, RegionPlan, Sized
 from settings.loader import load_settings
+from settings.schema import Settings
 
 from .conftest import REPO
 
@@ -85,3 +86,10 @@ def test_the_shipped_prime_day_config_is_the_event_the_shipped_forecast_plans() 
             assert fleets[fleet.instance_type].min >= fleet.min
             assert fleets[fleet.instance_type].max >= fleet.max
     assert "make plan FORECAST=config/forecasts/prime-day.yaml" in text
+
+
+@pytest.mark.skipif("events" not in Settings.model_fields, reason="the settings schema has no events: yet")
+def test_the_shipped_prime_day_config_is_a_valid_kit_config() -> None:
+    """Once the settings schema has `events:`, the overlay the planner wrote is a config the stacks take."""
+    peak = load_settings(REPO / "config" / "prime-day.yaml")
+    assert [event.name for event in peak.events] == ["prime-day"]
