@@ -162,9 +162,11 @@ def size_region(
         bound += 1
     failing, candidate = bound - 1, bound  # below the bound the fleet cannot keep up at all
     limit = math.ceil(bound * search.max_growth)
+    growth = 0.05  # the p99 usually crosses the SLO a few percent above the bound; widen if it does not
     while p99(candidate, search.window_seconds)[0] > search.slo_ms:
         failing = candidate
-        candidate = math.ceil(candidate * 1.05) + 1  # the p99 crosses the SLO a few percent above the bound
+        candidate = math.ceil(candidate * (1 + growth)) + 1
+        growth *= 2
         if candidate > limit:
             raise PlanError(
                 f"no fleet up to {limit} hosts meets a p99 TTFT of {search.slo_ms:g} ms: prefilling the "
