@@ -103,7 +103,7 @@ bench: venv node
 # Writes <config folder>/<event name>.yaml (config/prime-day.yaml for the shipped forecast); OUT= elsewhere.
 plan: venv
 	@test -n "$(FORECAST)" || { echo "usage: make plan FORECAST=config/forecasts/prime-day.yaml [CONFIG=file] [OUT=file]" >&2; exit 2; }
-	$(VENV)/bin/python -m planner $(FORECAST) --config $(CONFIG) $(if $(OUT),--out $(OUT)) $(foreach p,$(PROFILE),--profile $(p))
+	$(VENV)/bin/python -m planner $(FORECAST) --config $(CONFIG) $(if $(OUT),--out $(OUT)) $(foreach p,$(PROFILE),--profile $(p)) $(PLAN_ARGS)
 
 plan-plot: venv
 	$(VENV)/bin/python -m planner.sweep --out docs/planner-ttft-vs-load.png
