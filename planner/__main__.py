@@ -11,9 +11,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from planner.inputs import gather
-from planner.overlay import DEFAULT_PREWARM_MARGIN_MINUTES, base_reference, event_overlay, render
+from planner.overlay import DEFAULT_PREWARM_MARGIN_MINUTES, base_reference, render, write_overlay
 from planner.plan import PlanError, Search, plan_event
 from planner.prices import SHIPPED as SHIPPED_PRICES
+from planner.report import plan_table
 from settings.loader import ConfigError
 
 
@@ -71,8 +72,6 @@ def main(argv: list[str]) -> int:
     except PlanError as error:
         print(f"plan error: {error}", file=sys.stderr)
         return 1
-    from planner.report import plan_table  # rich tables only once there is something to show
-
     console.print(plan_table(plans, search.slo_ms, inputs.prices.currency))
     console.print(
         f"prices: {inputs.prices.source}, effective {inputs.prices.effective}; "
@@ -80,17 +79,20 @@ def main(argv: list[str]) -> int:
         f"{sum(p.sized.simulations for p in plans)} runs",
         highlight=False,
     )
-    overlay = event_overlay(
-        base_reference(inputs.config_path, out), inputs.forecast.event, plans, args.prewarm_margin
-    )
     written_by = f"make plan FORECAST={args.forecast}" + (
         f" CONFIG={args.config}" if args.config != "config/default.yaml" else ""
     )
+    text = render(
+        base_reference(inputs.config_path, out), inputs.forecast.event, plans, args.prewarm_margin, written_by
+    )
     if args.dry_run:
-        console.print(render(overlay, written_by), markup=False, highlight=False)
+        console.print(text, markup=False, highlight=False)
         return 0
     try:
-        out.write_text(render(overlay, written_by), encoding="utf-8")
+        write_overlay(out, text)
+    except ConfigError as error:
+        print(f"plan error: the overlay would not be a valid config:\n{error}", file=sys.stderr)
+        return 1
     except OSError as error:
         print(f"plan error: cannot write {out}: {error}", file=sys.stderr)
         return 1

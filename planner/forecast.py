@@ -5,50 +5,34 @@ line and key by the same formatter as config errors."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Self
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from planner.simulate import LogNormal
 from settings.loader import Document, load_model
-from settings.schema import RegionName
+from settings.schema import EventConfig, EventTime, RegionName
 
-EVENT_NAME = r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$"
+# The config's rule for an event name, read from its schema so the two cannot drift apart.
+EVENT_NAME = EventConfig.model_fields["name"].metadata[0].pattern
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-def _as_text(value: Any) -> Any:
-    # An unquoted ISO time is a YAML timestamp; keep the text form the overlay writes back.
-    return value.isoformat() if isinstance(value, datetime) else value
-
-
-def _iso_with_offset(text: str) -> str:
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not an ISO 8601 time like 2027-07-08T00:00:00-07:00") from None
-    if moment.tzinfo is None:
-        raise ValueError(f"{text!r} has no UTC offset; add one (-07:00) or Z")
-    return text
-
-
-IsoTime = Annotated[str, BeforeValidator(_as_text), AfterValidator(_iso_with_offset)]
-
-
 class EventWindow(_Model):
+    """The event's name and window, in the form and with the rules of the config's `events:` entries."""
+
     name: Annotated[str, Field(pattern=EVENT_NAME)]
-    start: IsoTime
-    end: IsoTime
+    start: EventTime
+    end: EventTime
 
     @model_validator(mode="after")
     def _ends_after_start(self) -> Self:
-        if datetime.fromisoformat(self.end) <= datetime.fromisoformat(self.start):
-            raise ValueError(f"end {self.end} is not after start {self.start}")
+        if self.end <= self.start:
+            raise ValueError(f"end {self.end.isoformat()} is not after start {self.start.isoformat()}")
         return self
 
 

@@ -1,31 +1,31 @@
-"""The events overlay: the shape the stacks consume, and the shipped config/prime-day.yaml."""
+"""The events overlay: the shape the stacks consume, validated as a whole config before it is written."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import pytest
-import yaml
 
 from planner.forecast import EventWindow, load_forecast
-from planner.overlay import EventOverlay, base_reference, event_overlay, render
+from planner.overlay import base_reference, render, write_overlay
 from planner.plan import DesignRate, FleetPlan, RegionPlan, Sized
-from settings.loader import load_settings
-from settings.schema import Settings
+from settings.loader import ConfigError, load_settings
 
 from .conftest import REPO
 
+DEFAULT = REPO / "config" / "default.yaml"
 WINDOW = EventWindow(name="prime-day", start="2027-07-08T00:00:00-07:00", end="2027-07-10T00:00:00-07:00")
 SIZED = Sized(3, (2, 1), 500.0, 1, 1, (2, 1))
-PLANS = [
-    RegionPlan(
-        "us-east-1",
-        100.0,
-        DesignRate(120.0, "peak +20%"),
-        (FleetPlan("inf2.48xlarge", 12, 60, 144, 12.98), FleetPlan("trn1.32xlarge", 6, 30, 96, 21.5)),
-        SIZED,
+
+
+def region_plan(region: str = "us-east-1", inf2: int = 12, trn1: int = 6) -> RegionPlan:
+    fleets = (
+        FleetPlan("inf2.48xlarge", inf2, inf2 * 5, inf2 * 12, 12.98),
+        FleetPlan("trn1.32xlarge", trn1, trn1 * 5, trn1 * 16, 21.5),
     )
-]
+    return RegionPlan(region, 100.0, DesignRate(120.0, "peak +20%"), fleets, SIZED)
+
 
 EXPECTED = """\
 base: default.yaml
@@ -42,37 +42,62 @@ events:
 
 
 def test_the_overlay_has_the_shared_events_format() -> None:
-    text = render(event_overlay("default.yaml", WINDOW, PLANS, 30), "make plan FORECAST=f.yaml")
-    body = "\n".join(line for line in text.splitlines() if not line.startswith("#")) + "\n"
-    assert body == EXPECTED
-    assert EventOverlay.model_validate(yaml.safe_load(text)) == event_overlay(
-        "default.yaml", WINDOW, PLANS, 30
-    )
+    text = render("default.yaml", WINDOW, [region_plan()], 30, "make plan FORECAST=f.yaml")
     assert text.startswith("# Written by `make plan FORECAST=f.yaml`")
+    assert "\n".join(line for line in text.splitlines() if not line.startswith("#")) + "\n" == EXPECTED
+
+
+def test_the_written_overlay_is_a_config_with_the_event(tmp_path: Path) -> None:
+    out = tmp_path / "peak.yaml"
+    write_overlay(out, render(base_reference(DEFAULT, out), WINDOW, [region_plan()], 45, "test"))
+    (event,) = load_settings(out).events
+    assert (event.name, event.start, event.prewarm_margin_minutes) == (
+        "prime-day",
+        datetime.fromisoformat("2027-07-08T00:00:00-07:00"),
+        45,
+    )
+    assert (
+        event.regions["us-east-1"]["trn1.32xlarge"].min,
+        event.regions["us-east-1"]["trn1.32xlarge"].max,
+    ) == (
+        6,
+        30,
+    )
+    assert [path.name for path in tmp_path.iterdir()] == ["peak.yaml"]  # no draft left behind
+
+
+def test_an_overlay_the_config_refuses_is_not_written_and_the_old_file_stays(tmp_path: Path) -> None:
+    out = tmp_path / "peak.yaml"
+    out.write_text("old\n")
+    text = render(base_reference(DEFAULT, out), WINDOW, [region_plan("eu-west-1")], 30, "test")
+    with pytest.raises(ConfigError, match=r"peak.yaml:\d+: events\[name=prime-day\].regions.eu-west-1"):
+        write_overlay(out, text)
+    assert out.read_text() == "old\n"
+    assert [path.name for path in tmp_path.iterdir()] == ["peak.yaml"]
 
 
 def test_plan_cost_is_hosts_times_price() -> None:
-    assert PLANS[0].cost_per_hour == pytest.approx(12 * 12.98 + 6 * 21.5)
-    assert PLANS[0].headroom == pytest.approx(0.2)
+    plan = region_plan()
+    assert plan.cost_per_hour == pytest.approx(12 * 12.98 + 6 * 21.5)
+    assert plan.headroom == pytest.approx(0.2)
 
 
 def test_the_base_is_relative_to_the_overlays_folder(tmp_path: Path) -> None:
-    assert (
-        base_reference(REPO / "config" / "default.yaml", REPO / "config" / "prime-day.yaml") == "default.yaml"
-    )
-    assert base_reference(REPO / "config" / "default.yaml", tmp_path / "x.yaml").endswith(
-        "config/default.yaml"
-    )
+    assert base_reference(DEFAULT, REPO / "config" / "prime-day.yaml") == "default.yaml"
+    assert base_reference(DEFAULT, tmp_path / "x.yaml").endswith("config/default.yaml")
 
 
 def test_the_shipped_prime_day_config_is_the_event_the_shipped_forecast_plans() -> None:
     """config/prime-day.yaml is written by `make plan FORECAST=config/forecasts/prime-day.yaml`."""
-    text = (REPO / "config" / "prime-day.yaml").read_text()
-    overlay = EventOverlay.model_validate(yaml.safe_load(text))
+    assert (
+        "make plan FORECAST=config/forecasts/prime-day.yaml"
+        in (REPO / "config" / "prime-day.yaml").read_text()
+    )
     forecast, _ = load_forecast(REPO / "config" / "forecasts" / "prime-day.yaml")
-    default = load_settings(REPO / "config" / "default.yaml")
-    assert overlay.base == "default.yaml"
-    (event,) = overlay.events
+    default = load_settings(DEFAULT)
+    peak = load_settings(REPO / "config" / "prime-day.yaml")
+    assert peak.regions == default.regions  # the event raises bounds only while it lasts
+    (event,) = peak.events
     assert (event.name, event.start, event.end) == (
         forecast.event.name,
         forecast.event.start,
@@ -80,16 +105,6 @@ def test_the_shipped_prime_day_config_is_the_event_the_shipped_forecast_plans() 
     )
     assert list(event.regions) == list(default.regions) == ["us-east-1", "us-west-2", "us-east-2"]
     for name, fleets in event.regions.items():
-        base_fleets = default.regions[name].fleets
-        assert list(fleets) == [fleet.instance_type for fleet in base_fleets]
-        for fleet in base_fleets:
+        for fleet in default.regions[name].fleets:
             assert fleets[fleet.instance_type].min >= fleet.min
             assert fleets[fleet.instance_type].max >= fleet.max
-    assert "make plan FORECAST=config/forecasts/prime-day.yaml" in text
-
-
-@pytest.mark.skipif("events" not in Settings.model_fields, reason="the settings schema has no events: yet")
-def test_the_shipped_prime_day_config_is_a_valid_kit_config() -> None:
-    """Once the settings schema has `events:`, the overlay the planner wrote is a config the stacks take."""
-    peak = load_settings(REPO / "config" / "prime-day.yaml")
-    assert [event.name for event in peak.events] == ["prime-day"]
