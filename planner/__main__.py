@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
     try:
         inputs = gather(args.forecast, args.config, args.profile, args.prices)
     except ConfigError as error:
-        print(f"forecast error:\n{error}", file=sys.stderr)
+        print(f"planner input error:\n{error}", file=sys.stderr)  # forecast, config, profile or prices
         return 1
     out = Path(args.out) if args.out else inputs.config_path.parent / f"{inputs.forecast.event.name}.yaml"
     if out.resolve() == inputs.config_path.resolve():

@@ -45,7 +45,7 @@ def test_a_bad_forecast_exits_non_zero_with_the_message_and_no_traceback(write) 
         check=False,
     )
     assert result.returncode == 1
-    assert "forecast error:" in result.stderr and "cannot be negative" in result.stderr
+    assert "planner input error:" in result.stderr and "cannot be negative" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -58,3 +58,8 @@ def test_the_overlay_never_overwrites_its_own_base(write, capsys) -> None:
     config = REPO / "config" / "default.yaml"
     assert main([str(write(SMALL_FORECAST)), "--config", str(config), "--out", str(config), "--dry-run"]) == 1
     assert "would overwrite the config" in capsys.readouterr().err
+
+
+def test_a_missing_profile_is_named(write, capsys) -> None:
+    assert main([str(write(SMALL_FORECAST)), "--profile", "measured.yaml", "--dry-run"]) == 1
+    assert "planner input error:\nmeasured.yaml: config file not found" in capsys.readouterr().err
