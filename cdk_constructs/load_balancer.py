@@ -19,7 +19,9 @@ from aws_cdk import aws_route53 as route53
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from cdk_constructs.log_encryption import EncryptedLogs
 from cdk_constructs.nag import acknowledge
+from cdk_constructs.web_acl import ServingWebAcl, WebAclProps
 
 # Triton's gRPC readiness RPC. ALB gRPC health checks send an empty request and look only at the status
 # code, so the per-model RPC (which needs a model name) cannot be used. Triton opens its endpoints only
@@ -82,26 +84,36 @@ class LoadBalancerProps:
     # its first byte is silence on the connection.
     idle_timeout_seconds: int
     deregistration_delay_seconds: int
+    # On unless the config turns it off for teardown (`make destroy` refuses while it is on).
+    deletion_protection: bool = True
+    web_acl: WebAclProps | None = None  # None: no WAF in front of the ALB
     access_log_days: int = 90
 
 
 class ServingLoadBalancer(Construct):
-    """ALB, HTTPS listener, the shared target groups, the access-log bucket and the balancer's alarms."""
+    """ALB, HTTPS listener, the HTTP-to-HTTPS redirect, the shared target groups, the web ACL, the access-log
+    bucket and the balancer's alarms."""
 
-    def __init__(self, scope: Construct, id: str, *, props: LoadBalancerProps, vpc: ec2.IVpc) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, props: LoadBalancerProps, vpc: ec2.IVpc, logs: EncryptedLogs
+    ) -> None:
         super().__init__(scope, id)
         self.security_group = ec2.SecurityGroup(
             self,
             "SecurityGroup",
             vpc=vpc,
-            description="Serving ALB: HTTPS from clients",
+            description="Serving ALB: HTTPS from clients, HTTP only to redirect",
             allow_all_outbound=False,
         )
         self.security_group.add_ingress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS from clients")
+        self.security_group.add_ingress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.tcp(80), "HTTP from clients, answered with a redirect to HTTPS"
+        )
         acknowledge(
             self.security_group,
             "AwsSolutions-EC23",
-            "The assistant's public endpoint: HTTPS from anywhere is its purpose (WAF can front it).",
+            "The assistant's public endpoint: HTTPS from anywhere is its purpose, port 80 only redirects "
+            "to it, and AWS WAF rate-limits and filters in front of both.",
         )
         self.alb = elbv2.ApplicationLoadBalancer(
             self,
@@ -113,6 +125,7 @@ class ServingLoadBalancer(Construct):
             idle_timeout=Duration.seconds(props.idle_timeout_seconds),
             http2_enabled=True,
             drop_invalid_header_fields=True,
+            deletion_protection=props.deletion_protection,
         )
         self.access_logs = s3.Bucket(
             self,
@@ -166,6 +179,14 @@ class ServingLoadBalancer(Construct):
             priority=10,
             conditions=[elbv2.ListenerCondition.http_header("content-type", list(GRPC_CONTENT_TYPES))],
             action=elbv2.ListenerAction.forward([self.grpc_targets]),
+        )
+        # Port 80 answers every request with a permanent redirect to 443 and forwards nothing; the security
+        # group rule above is its only opening.
+        self.redirect_listener = self.alb.add_redirect(source_port=80, target_port=443, open=False)
+        self.web_acl = (
+            ServingWebAcl(self, "Waf", props=props.web_acl, logs=logs, load_balancer=self.alb)
+            if props.web_acl
+            else None
         )
         self.alarms = self._alarms()
 

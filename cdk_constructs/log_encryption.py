@@ -100,10 +100,12 @@ class EncryptedLogs(Construct):
             )
         )
 
-    def log_group(self, id: str) -> logs.LogGroup:
+    def log_group(self, id: str, *, log_group_name: str | None = None) -> logs.LogGroup:
+        """A log group under this key; a name only where a service requires one (WAF's aws-waf-logs-)."""
         return logs.LogGroup(
             self,
             id,
+            log_group_name=log_group_name,
             encryption_key=self.key,
             retention=retention_at_least(self._props.retention_days),
             removal_policy=RemovalPolicy.DESTROY,

@@ -157,6 +157,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"config error:\n{error}", file=sys.stderr)
         return 1
+    if settings.load_balancer.deletion_protection:
+        # Releasing the hosts first and then failing on the load balancer would leave each region serving
+        # nothing, behind an endpoint that still answers.
+        print(
+            f"{args.config}: load_balancer.deletion_protection is on, so `cdk destroy` would fail on the "
+            "ALBs. Set it to false, `make deploy`, then destroy; nothing changed",
+            file=sys.stderr,
+        )
+        return 1
     regions = list(settings.regions)
     if not args.yes:
         answer = input(

@@ -29,12 +29,14 @@ from settings.aws_limits import (
 )
 from settings.instances import INSTANCES, InstanceFacts, NeuronFamily, capacity_block_types
 from settings.regions import KNOWN_REGIONS
+from settings.zones import default_zones, fleet_zones, zones_missing
 
 _S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/(?P<prefix>.*))?$")
 _ACM_ARN = re.compile(r"^arn:aws[a-z-]*:acm:(?P<region>[a-z0-9-]+):\d{12}:certificate/[A-Za-z0-9-]+$")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,39}$")
 _CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
 _RESOURCE_GROUP_ARN = re.compile(r"^arn:aws[a-z-]*:resource-groups:[a-z0-9-]+:\d{12}:group/[A-Za-z0-9_.-]+$")
+_ECR_IMAGE_REGION = re.compile(r"^\d{12}\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/")
 
 PositiveInt = Annotated[int, Field(gt=0)]
 KeyPath = tuple[str | int, ...]
@@ -83,6 +85,41 @@ def _iso8601(value: Any) -> datetime:
 
 
 EventTime = Annotated[datetime, BeforeValidator(_iso8601)]
+
+
+def _s3_uri(value: str) -> str:
+    if not _S3_URI.match(value):
+        raise ValueError("must be an S3 URI like s3://bucket/prefix/")
+    return value
+
+
+S3Uri = Annotated[str, AfterValidator(_s3_uri)]
+
+
+def _image_uris(image_uris: dict[str, str]) -> dict[str, str]:
+    families = [family.value for family in NeuronFamily]
+    for family, uri in image_uris.items():
+        if family not in families:
+            raise ValueError(f"unknown Neuron family {family!r}; use one of {families}")
+        if not uri or any(c.isspace() for c in uri):
+            raise ValueError(f"image_uris.{family} is not an image URI: {uri!r}")
+    return image_uris
+
+
+# Pre-built image per Neuron family; a family without one is built from container/ as a CDK asset.
+ImageUris = Annotated[dict[str, str], AfterValidator(_image_uris)]
+
+
+def s3_bucket(uri: str) -> str:
+    match = _S3_URI.match(uri)
+    assert match is not None  # validated on the way in
+    return match.group("bucket")
+
+
+def s3_prefix(uri: str) -> str:
+    match = _S3_URI.match(uri)
+    assert match is not None
+    return (match.group("prefix") or "").strip("/")
 
 
 def _known_region(name: str) -> str:
@@ -218,6 +255,17 @@ class RegionConfig(StrictModel):
     availability_zones: Annotated[list[str], Field(min_length=2, max_length=6)] | None = None
     vpc_cidr: str = "10.0.0.0/16"
     certificate_arn: str | None = None
+    # NAT gateways for the hosts' internet egress: one per zone by default (a zone outage must not cut the
+    # other zones off), fewer to save cost, 0 for hosts that need no internet at all (S3 through the gateway
+    # endpoint, ECR/ECS/Logs/STS/SSM through interface endpoints; the hosts' subnets are then isolated).
+    nat_gateways: Annotated[int, Field(ge=0, le=6)] | None = None
+    # Interface endpoints for ECR, ECS, Logs, STS and SSM (a fixed hourly cost per endpoint and zone); off
+    # only where NAT gateways carry that traffic instead.
+    interface_endpoints: bool = True
+    # This region's copy of the model and images (S3 and ECR replication), so a cold start reads nearby and
+    # one region's S3 or ECR trouble does not stop the others from scaling out.
+    artifacts_s3_uri: S3Uri | None = None
+    image_uris: ImageUris = Field(default_factory=dict)
 
     @field_validator("fleets")
     @classmethod
@@ -231,6 +279,21 @@ class RegionConfig(StrictModel):
                 )
             seen.add(fleet.instance_type)
         return fleets
+
+    @model_validator(mode="after")
+    def _nat_gateways_fit_the_zones(self) -> Self:
+        zones = self.availability_zones
+        if zones and self.nat_gateways is not None and self.nat_gateways > len(zones):
+            raise ValueError(
+                f"nat_gateways {self.nat_gateways} is more than the {len(zones)} availability zones; "
+                "a zone holds one NAT gateway at most"
+            )
+        if self.nat_gateways == 0 and not self.interface_endpoints:
+            raise ValueError(
+                "nat_gateways 0 with interface_endpoints false leaves the hosts no way to reach ECR, ECS "
+                "or CloudWatch Logs"
+            )
+        return self
 
     @field_validator("vpc_cidr")
     @classmethod
@@ -260,32 +323,22 @@ class ModelConfig(StrictModel):
     model_id: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._/@:-]+$")] = (
         "llama-3.1-8b-instruct"
     )
-    # Weights and compiled Neuron artifacts; only the task role may read this location.
-    artifacts_s3_uri: str
+    # Weights and compiled Neuron artifacts; only the task role may read this location. A region may name its
+    # own replica (regions.<name>.artifacts_s3_uri).
+    artifacts_s3_uri: S3Uri
     max_model_len: Annotated[int, Field(ge=256, le=131072)] = 8192
     max_num_seqs: Annotated[int, Field(ge=1, le=512)] = 32
     max_output_tokens: Annotated[int, Field(ge=1, le=32768)] = 1024
     dtype: str = "bfloat16"
     allow_compile_on_start: bool = False
 
-    @field_validator("artifacts_s3_uri")
-    @classmethod
-    def _s3_uri(cls, value: str) -> str:
-        if not _S3_URI.match(value):
-            raise ValueError("must be an S3 URI like s3://bucket/prefix/")
-        return value
-
     @property
     def artifacts_bucket(self) -> str:
-        match = _S3_URI.match(self.artifacts_s3_uri)
-        assert match is not None  # validated above
-        return match.group("bucket")
+        return s3_bucket(self.artifacts_s3_uri)
 
     @property
     def artifacts_prefix(self) -> str:
-        match = _S3_URI.match(self.artifacts_s3_uri)
-        assert match is not None
-        return (match.group("prefix") or "").strip("/")
+        return s3_prefix(self.artifacts_s3_uri)
 
 
 class ServingConfig(StrictModel):
@@ -315,20 +368,9 @@ class ServingConfig(StrictModel):
 
 class ContainerConfig(StrictModel):
     # Pre-built image per Neuron family (Inf2/Trn1 need Neuron SDK 2.28, Trn2 a newer one). A family
-    # without an entry is built from container/ as a CDK asset.
-    image_uris: dict[str, str] = Field(default_factory=dict)
+    # without an entry is built from container/ as a CDK asset; a region may name its own replica.
+    image_uris: ImageUris = Field(default_factory=dict)
     log_retention_days: Annotated[int, Field(ge=1)] = 30
-
-    @field_validator("image_uris")
-    @classmethod
-    def _families(cls, image_uris: dict[str, str]) -> dict[str, str]:
-        families = [family.value for family in NeuronFamily]
-        for family, uri in image_uris.items():
-            if family not in families:
-                raise ValueError(f"unknown Neuron family {family!r}; use one of {families}")
-            if not uri or any(c.isspace() for c in uri):
-                raise ValueError(f"image_uris.{family} is not an image URI: {uri!r}")
-        return image_uris
 
     def image_uri(self, family: NeuronFamily) -> str | None:
         return self.image_uris.get(family.value)
@@ -350,6 +392,27 @@ class TlsConfig(StrictModel):
                 f"domain_name {self.domain_name!r} is not inside hosted_zone_name {self.hosted_zone_name!r}"
             )
         return self
+
+
+class WafConfig(StrictModel):
+    enabled: bool = True
+    # Requests one client IP may send per window before WAF blocks it for the rest of the window. A stream
+    # is one request, so this counts questions, not tokens; clients behind one NAT share a budget.
+    rate_limit_per_ip: Annotated[int, Field(ge=10, le=2_000_000_000)] = 1000
+    rate_limit_window_seconds: Literal[60, 120, 300, 600] = 300
+
+
+class LoadBalancerConfig(StrictModel):
+    # On by default so a stack update or a stray delete cannot take the public endpoint away; set false and
+    # deploy once before `make destroy`.
+    deletion_protection: bool = True
+    waf: WafConfig = WafConfig()
+
+
+class OperationsConfig(StrictModel):
+    # Operator shells without SSH, audited; both off unless an operator needs them.
+    session_manager: bool = False  # SSM Session Manager on the Neuron hosts
+    ecs_exec: bool = False  # ECS Exec into the serving containers, logged to the encrypted log group
 
 
 class ObservabilityConfig(StrictModel):
@@ -443,6 +506,8 @@ class Settings(StrictModel):
     tls: TlsConfig = TlsConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
     routing: RoutingConfig = RoutingConfig()
+    load_balancer: LoadBalancerConfig = LoadBalancerConfig()
+    operations: OperationsConfig = OperationsConfig()
     regions: Annotated[dict[RegionName, RegionConfig], Field(min_length=1)]
     events: list[EventConfig] = Field(default_factory=list)
 
@@ -489,10 +554,48 @@ class Settings(StrictModel):
                 strays = [zone for zone in region.availability_zones if not zone.startswith(name)]
                 if strays:
                     raise ValueError(f"regions.{name}.availability_zones {strays} are not zones of {name}")
-        problems = [*self._capacity_block_zone_problems(), *self._event_problems()]
+        problems = [
+            *self._capacity_block_zone_problems(),
+            *self._event_problems(),
+            *self._network_problems(),
+        ]
         if problems:
             raise _at(problems, type(self).__name__)
         return self
+
+    def _network_problems(self) -> list[tuple[KeyPath, str]]:
+        """NAT gateways beyond the zones defaults resolve to, and images a region without NAT cannot pull."""
+        problems: list[tuple[KeyPath, str]] = []
+        for name, region in self.regions.items():
+            where: KeyPath = ("regions", name, "nat_gateways")
+            zones = self.availability_zones(name)
+            if len(zones) < self.nat_gateways(name):
+                problems.append(
+                    (
+                        where,
+                        f"{region.nat_gateways} is more than the region's {len(zones)} availability zones "
+                        f"({', '.join(zones)}); a zone holds one NAT gateway at most",
+                    )
+                )
+            if self.nat_gateways(name) == 0:
+                problems.extend((where, message) for message in self._unreachable_without_nat(name))
+        return problems
+
+    def _unreachable_without_nat(self, region: str) -> list[str]:
+        """Without NAT the hosts reach only this region's AWS endpoints: an image elsewhere never pulls."""
+        problems = []
+        for fleet in self.regions[region].fleets:
+            uri = self.image_uri(region, fleet.instance.family)
+            if uri is None:
+                continue  # an asset: CDK pushes it to the bootstrap repository in the stack's region
+            ecr = _ECR_IMAGE_REGION.match(uri)
+            if ecr is None or ecr["region"] != region:
+                family = fleet.instance.family.value
+                problems.append(
+                    f"0 NAT gateways, so the hosts cannot pull {uri} (the {family} image); replicate it "
+                    f"to ECR in {region} and set regions.{region}.image_uris.{family}"
+                )
+        return problems
 
     def _capacity_block_zone_problems(self) -> list[tuple[KeyPath, str]]:
         problems: list[tuple[KeyPath, str]] = []
@@ -586,6 +689,17 @@ class Settings(StrictModel):
         """(key path, message) for what validates but will likely fail at deploy time, or is stale."""
         found: list[tuple[KeyPath, str]] = []
         for name, region in self.regions.items():
+            for fleet in region.fleets:
+                missing = zones_missing(name, fleet.instance_type, region.availability_zones or [])
+                if missing:
+                    found.append(
+                        (
+                            ("regions", name, "availability_zones"),
+                            f"{fleet.instance_type} is not offered in {', '.join(missing)} per EC2's zone "
+                            "offerings (zone names as the data's account sees them; check yours, see "
+                            "settings/zone_offerings.py); its hosts would not launch there",
+                        )
+                    )
             for index, fleet in enumerate(region.fleets):
                 if not fleet.instance.offered_in(name):
                     offered = ", ".join(sorted(fleet.instance.regions))
@@ -639,5 +753,33 @@ class Settings(StrictModel):
         return max(1, math.ceil(self.routing.min_healthy_host_share * minimum))
 
     def availability_zones(self, region: str) -> list[str]:
+        """The region's zones: as configured, else the zones that offer every fleet's instance type plus any
+        Capacity Block's zone (the account holds a block there, so that zone surely exists for it)."""
         configured = self.regions[region].availability_zones
-        return list(configured) if configured else [f"{region}{letter}" for letter in "abc"]
+        if configured:
+            return list(configured)
+        fleets = self.regions[region].fleets
+        zones = default_zones(region, [fleet.instance_type for fleet in fleets])
+        blocks = {fleet.capacity_block.availability_zone for fleet in fleets if fleet.capacity_block}
+        return sorted(set(zones) | blocks)
+
+    def fleet_availability_zones(self, region: str, fleet: FleetConfig) -> list[str]:
+        """Where a fleet's hosts launch: its Capacity Block's zone; else every configured zone (the user knows
+        their account's zone names; misses are warnings), or the default zones that offer the fleet's type."""
+        if fleet.capacity_block is not None:
+            return [fleet.capacity_block.availability_zone]
+        zones = self.availability_zones(region)
+        if self.regions[region].availability_zones:
+            return zones
+        return fleet_zones(region, fleet.instance_type, zones)
+
+    def nat_gateways(self, region: str) -> int:
+        configured = self.regions[region].nat_gateways
+        return len(self.availability_zones(region)) if configured is None else configured
+
+    def artifacts_s3_uri(self, region: str) -> str:
+        return self.regions[region].artifacts_s3_uri or self.model.artifacts_s3_uri
+
+    def image_uri(self, region: str, family: NeuronFamily) -> str | None:
+        """The region's own image for the family, else the shared one, else None (built from container/)."""
+        return self.regions[region].image_uris.get(family.value) or self.container.image_uri(family)

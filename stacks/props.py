@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from cdk_constructs.cluster import ClusterProps
 from cdk_constructs.fleet import (
     CapacityBlockProps,
     CapacityReservationProps,
@@ -17,6 +18,7 @@ from cdk_constructs.fleet import (
     WarmPoolProps,
 )
 from cdk_constructs.fleet_dashboard import FleetDashboardProps, RegionFleets
+from cdk_constructs.host_sessions import HostSessionsProps
 from cdk_constructs.load_balancer import CertificateFromArn, CertificateFromDns, LoadBalancerProps
 from cdk_constructs.log_encryption import LogProps
 from cdk_constructs.model_store import ModelStoreProps
@@ -24,7 +26,8 @@ from cdk_constructs.network import NetworkProps
 from cdk_constructs.observability import ObservabilityProps
 from cdk_constructs.routing_endpoint import RoutingEndpointProps
 from cdk_constructs.traffic_orchestrator import OrchestratorProps, RegionReads
-from settings.schema import FleetConfig, Settings
+from cdk_constructs.web_acl import WebAclProps
+from settings.schema import FleetConfig, Settings, s3_bucket, s3_prefix
 from stacks import routing_names
 from stacks.routing_names import degraded_alarm_name
 
@@ -62,12 +65,42 @@ def log_props(settings: Settings) -> LogProps:
 
 
 def network_props(settings: Settings, region: str) -> NetworkProps:
-    zones = len(settings.availability_zones(region))
-    return NetworkProps(cidr=settings.regions[region].vpc_cidr, zones=zones, nat_gateways=zones)
+    operations = settings.operations
+    return NetworkProps(
+        cidr=settings.regions[region].vpc_cidr,
+        zones=len(settings.availability_zones(region)),
+        nat_gateways=settings.nat_gateways(region),
+        interface_endpoints=settings.regions[region].interface_endpoints,
+        operator_access=operations.session_manager or operations.ecs_exec,
+    )
 
 
-def model_store_props(settings: Settings) -> ModelStoreProps:
-    return ModelStoreProps(bucket=settings.model.artifacts_bucket, prefix=settings.model.artifacts_prefix)
+def cluster_props(settings: Settings) -> ClusterProps:
+    return ClusterProps(ecs_exec=settings.operations.ecs_exec)
+
+
+def host_sessions_props(settings: Settings, region: str) -> HostSessionsProps | None:
+    """None while Session Manager is off: no session document, no agent permissions on the hosts."""
+    if not settings.operations.session_manager:
+        return None
+    return HostSessionsProps(document_name=f"{settings.project}-{region}-host-session")
+
+
+def model_store_props(settings: Settings, region: str) -> ModelStoreProps:
+    """The region's own copy of the artifacts where it names one (S3 replication), else the shared one."""
+    uri = settings.artifacts_s3_uri(region)
+    return ModelStoreProps(bucket=s3_bucket(uri), prefix=s3_prefix(uri))
+
+
+def web_acl_props(settings: Settings, region: str) -> WebAclProps | None:
+    waf = settings.load_balancer.waf
+    if not waf.enabled:
+        return None
+    return WebAclProps(
+        name=f"{settings.project}-{region}",
+        rate_limit_per_ip=waf.rate_limit_per_ip,
+        rate_limit_window_seconds=waf.rate_limit_window_seconds,
+    )
 
 
 def load_balancer_props(settings: Settings, region: str) -> LoadBalancerProps:
@@ -88,22 +121,25 @@ def load_balancer_props(settings: Settings, region: str) -> LoadBalancerProps:
         cold_start_budget_seconds=settings.serving.cold_start_budget_seconds,
         idle_timeout_seconds=longest,
         deregistration_delay_seconds=longest,
+        deletion_protection=settings.load_balancer.deletion_protection,
+        web_acl=web_acl_props(settings, region),
     )
 
 
-def image_source(settings: Settings, fleet: FleetConfig) -> ImageSource:
-    uri = settings.container.image_uri(fleet.instance.family)
+def image_source(settings: Settings, region: str, fleet: FleetConfig) -> ImageSource:
+    """The region's own image for the fleet's family (ECR replication), else the shared one, else an asset."""
+    uri = settings.image_uri(region, fleet.instance.family)
     if uri:
         return ImageSource(image_uri=uri)
     return ImageSource(asset_directory=str(CONTAINER_DIRECTORY), asset_exclude=CONTAINER_ASSET_EXCLUDE)
 
 
-def engine_environment(settings: Settings) -> tuple[tuple[str, str], ...]:
+def engine_environment(settings: Settings, region: str) -> tuple[tuple[str, str], ...]:
     """What the container's entrypoint reads (container/entrypoint/start.py). Weights and compiled
-    artifacts sit under the one configured S3 prefix the task role may read: `weights/` and `compiled/`
+    artifacts sit under the region's one S3 prefix the task role may read: `weights/` and `compiled/`
     (the entrypoint appends the compiled-artifact key). ENGINE_* override model.json engine arguments."""
     model = settings.model
-    root = model.artifacts_s3_uri.rstrip("/")
+    root = settings.artifacts_s3_uri(region).rstrip("/")
     return (
         ("MODEL_S3_URI", f"{root}/weights/"),
         ("COMPILED_ARTIFACTS_S3_URI", f"{root}/compiled/"),
@@ -187,6 +223,7 @@ def fleet_props(
     return FleetProps(
         instance=fleet.instance,
         offered_in_region=fleet.instance.offered_in(region),
+        availability_zones=tuple(settings.fleet_availability_zones(region, fleet)),
         tensor_parallel=fleet.tensor_parallel,
         min_hosts=fleet.min,
         max_hosts=fleet.max,
@@ -196,15 +233,17 @@ def fleet_props(
         capacity_reservation=capacity_reservation_props(fleet),
         capacity_block=capacity_block_props(fleet),
         data_volume_gib=fleet.data_volume_gib,
-        image=image_source(settings, fleet),
+        image=image_source(settings, region, fleet),
         ports=ServingPorts(http=serving.http_port, grpc=serving.grpc_port, metrics=serving.metrics_port),
         shared_memory_mib=serving.shared_memory_mib,
         cold_start_budget_seconds=serving.cold_start_budget_seconds,
         health_check_grace_seconds=serving.health_check_grace_seconds,
-        environment=engine_environment(settings),
+        environment=engine_environment(settings, region),
         target_requests_in_flight=round(settings.model.max_num_seqs * TARGET_BATCH_UTILIZATION, 2),
         metrics_namespace=settings.observability.metrics_namespace,
         model_name=settings.model.name,
+        session_manager=settings.operations.session_manager,
+        ecs_exec=settings.operations.ecs_exec,
     )
 
 

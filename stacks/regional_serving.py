@@ -7,6 +7,7 @@ from constructs import Construct
 
 from cdk_constructs.cluster import ServingCluster
 from cdk_constructs.fleet import FleetTargets, NeuronFleet
+from cdk_constructs.host_sessions import HostSessions
 from cdk_constructs.load_balancer import ServingLoadBalancer
 from cdk_constructs.log_encryption import EncryptedLogs
 from cdk_constructs.model_store import ModelStoreAccess
@@ -30,10 +31,16 @@ class RegionalServing(Stack):
 
         logs = EncryptedLogs(self, "Logs", props=props.log_props(settings))
         network = ServingNetwork(self, "Network", props=props.network_props(settings, region), logs=logs)
-        cluster = ServingCluster(self, "Cluster", vpc=network.vpc).cluster
-        model_store = ModelStoreAccess(self, "ModelStore", props=props.model_store_props(settings))
+        cluster = ServingCluster(
+            self, "Cluster", props=props.cluster_props(settings), vpc=network.vpc, logs=logs
+        ).cluster
+        model_store = ModelStoreAccess(self, "ModelStore", props=props.model_store_props(settings, region))
         load_balancer = ServingLoadBalancer(
-            self, "LoadBalancer", props=props.load_balancer_props(settings, region), vpc=network.vpc
+            self,
+            "LoadBalancer",
+            props=props.load_balancer_props(settings, region),
+            vpc=network.vpc,
+            logs=logs,
         )
         targets = FleetTargets(
             http=load_balancer.http_targets,
@@ -60,6 +67,11 @@ class RegionalServing(Stack):
             )
             for fleet in settings.regions[region].fleets
         ]
+        sessions_props = props.host_sessions_props(settings, region)
+        if sessions_props:
+            sessions = HostSessions(self, "HostSessions", props=sessions_props, logs=logs)
+            for fleet in self.fleets:
+                sessions.grant_agent(fleet.hosts.role)
         self.observability = ServingObservability(
             self,
             "Observability",

@@ -103,3 +103,13 @@ def ecs_agent_commands(warm_pool: bool = False) -> list[str]:
     """Each setting appended once, however often user data runs."""
     lines = (*ECS_AGENT_CONFIG, ECS_WARM_POOL_CONFIG) if warm_pool else ECS_AGENT_CONFIG
     return [f"grep -qxF {line} /etc/ecs/ecs.config || echo {line} >> /etc/ecs/ecs.config" for line in lines]
+
+
+def ssm_agent_commands() -> list[str]:
+    """Session Manager needs SSM Agent running; the ECS AMIs are built from the minimal AL2023 AMI, so install
+    it where the image lacks it (the AL2023 package repositories are in S3, reachable through the gateway
+    endpoint even without NAT). A host that cannot start it still serves: sessions are a convenience."""
+    return [
+        "{ rpm -q amazon-ssm-agent >/dev/null || dnf install -y amazon-ssm-agent; } "
+        "&& systemctl enable --now amazon-ssm-agent || echo 'SSM Agent not started' >&2",
+    ]

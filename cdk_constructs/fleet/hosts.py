@@ -17,9 +17,11 @@ from cdk_constructs.fleet.host_boot import (
     USER_DATA_EVERY_BOOT,
     data_disk_commands,
     ecs_agent_commands,
+    ssm_agent_commands,
 )
 from cdk_constructs.fleet.props import FleetProps, ScheduledBounds
 from cdk_constructs.nag import acknowledge
+from cdk_constructs.network import HOST_SUBNET_GROUP
 
 ROOT_VOLUME_GIB = 200  # the Neuron serving image is tens of GiB; the AMI's default root volume is 30 GiB
 
@@ -44,6 +46,10 @@ class FleetHosts(Construct):
         cluster.add_asg_capacity_provider(self.capacity_provider)
         for command in ecs_agent_commands(warm_pool=props.warm_pool is not None):
             self.auto_scaling_group.add_user_data(command)
+        if props.session_manager:
+            # Permissions come from the region's HostSessions construct (grant_agent on self.role).
+            for command in ssm_agent_commands():
+                self.auto_scaling_group.add_user_data(command)
         if props.warm_pool is not None:
             self.auto_scaling_group.add_warm_pool(
                 min_size=props.warm_pool.min_size,
@@ -136,7 +142,8 @@ class FleetHosts(Construct):
             self.role,
             "AwsSolutions-IAM5[Resource::*]",
             "ECS agent calls that take no resource ARN (DiscoverPollEndpoint, ecr:GetAuthorizationToken) and "
-            "Poll/StartTelemetrySession, which carry an ecs:cluster condition for this cluster.",
+            "Poll/StartTelemetrySession, which carry an ecs:cluster condition for this cluster; with Session "
+            "Manager on, SSM Agent's session channels and logs:DescribeLogGroups, which take none either.",
         )
         self.launch_template = ec2.LaunchTemplate(
             self,
@@ -151,15 +158,15 @@ class FleetHosts(Construct):
             require_imdsv2=True,
             http_put_response_hop_limit=1,
         )
-        # A Capacity Block lives in one zone: hosts elsewhere would fail to launch.
-        zones = [props.capacity_block.availability_zone] if props.capacity_block else None
+        # Only the zones that offer the type (a launch elsewhere fails and delays the scale-out); a Capacity
+        # Block lives in one zone, where its hosts must be.
+        block = props.capacity_block
+        zones = [block.availability_zone] if block else list(props.availability_zones)
         group = autoscaling.AutoScalingGroup(
             self,
             "Hosts",
             vpc=cluster.vpc,
-            vpc_subnets=ec2.SubnetSelection(
-                subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, availability_zones=zones
-            ),
+            vpc_subnets=ec2.SubnetSelection(subnet_group_name=HOST_SUBNET_GROUP, availability_zones=zones),
             launch_template=self.launch_template,
             # No desired capacity: a redeploy must never reset a running fleet; the capacity provider
             # owns the desired count and the config owns the bounds.

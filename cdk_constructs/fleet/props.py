@@ -76,6 +76,11 @@ class FleetProps:
     model_name: str  # the EMF dimension the container publishes its metrics under
     # False when EC2 does not offer the type in the stack's region (settings/instances.py).
     offered_in_region: bool
+    # The region's zones the hosts launch in (those that offer the type, settings/zones.py).
+    availability_zones: tuple[str, ...]
+    # Operator access, off by default: SSM Agent on the hosts, ECS Exec into the serving containers.
+    session_manager: bool = False
+    ecs_exec: bool = False
     # Capacity providers keep this share of the ASG busy with tasks; 100 means no idle spare hosts.
     target_capacity_percent: int = 100
     # Bound changes for scheduled events, in time order (stacks/props.py derives them from `events:`).

@@ -4,7 +4,7 @@ region's shared target groups, with the alarm that says the fleet is short of ta
 from __future__ import annotations
 
 import jsii
-from aws_cdk import Aspects, Duration, IAspect
+from aws_cdk import Aspects, CfnElement, Duration, IAspect, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
@@ -12,6 +12,8 @@ from constructs import Construct, IConstruct
 
 from cdk_constructs.fleet.props import FleetProps, FleetTargets
 from cdk_constructs.fleet.task_definition import CONTAINER_NAME
+from cdk_constructs.nag import acknowledge
+from cdk_constructs.network import HOST_SUBNETS
 
 
 @jsii.implements(IAspect)
@@ -56,7 +58,7 @@ class ServingService(Construct):
             cluster=cluster,
             task_definition=task_definition,
             security_groups=[self.security_group],
-            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            vpc_subnets=HOST_SUBNETS,
             capacity_provider_strategies=[
                 ecs.CapacityProviderStrategy(
                     capacity_provider=capacity_provider.capacity_provider_name, weight=1
@@ -70,7 +72,11 @@ class ServingService(Construct):
             min_healthy_percent=100,
             max_healthy_percent=200,
             propagate_tags=ecs.PropagatedTagSource.SERVICE,
+            # Audited through the cluster's execute-command configuration (encrypted, logged).
+            enable_execute_command=props.ecs_exec,
         )
+        if props.ecs_exec:
+            self._acknowledge_exec_grants(cluster, task_definition)
         # CloudFormation rejects a strategy naming a provider the cluster does not list yet: create the
         # service after the cluster's capacity provider associations.
         Aspects.of(self.service).add(_AfterCapacityProviderAssociations(cluster))
@@ -86,6 +92,31 @@ class ServingService(Construct):
             period=Duration.minutes(5),
         )
         self.alarms = self._alarms(props)
+
+    @staticmethod
+    def _acknowledge_exec_grants(cluster: ecs.Cluster, task_definition: ecs.Ec2TaskDefinition) -> None:
+        """ECS Exec gives the task role what the in-container SSM Agent needs: session channels and
+        logs:DescribeLogGroups (no resource ARN exists for them), and writes to the exec log's streams."""
+        role = task_definition.task_role
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "ECS Exec's session channels (ssmmessages) and logs:DescribeLogGroups take no resource ARN; "
+            "the sessions themselves are encrypted and logged by the cluster's exec configuration.",
+        )
+        logging = cluster.execute_command_configuration
+        group = (
+            logging.log_configuration.cloud_watch_log_group if logging and logging.log_configuration else None
+        )
+        if group is not None and isinstance(group.node.default_child, CfnElement):
+            stack = Stack.of(group)
+            logical_id = stack.resolve(group.node.default_child.logical_id)
+            acknowledge(
+                role,
+                f"AwsSolutions-IAM5[Resource::arn:aws:logs:{stack.region}:{stack.account}:log-group:"
+                f"<{logical_id}>:*]",
+                "Exec session transcripts: log streams of the one exec log group, named per session.",
+            )
 
     def _alarms(self, props: FleetProps) -> list[cloudwatch.Alarm]:
         self.below_minimum_alarm: cloudwatch.Alarm | None = None

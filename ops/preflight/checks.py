@@ -95,10 +95,9 @@ def quota_findings(settings: Settings, region: str, quotas: Mapping[str, float])
 
 
 def fleet_zones(settings: Settings, region: str, fleet: FleetConfig) -> list[str]:
-    """Zones a fleet's hosts launch in: the stack's, or its Capacity Block's one."""
-    if fleet.capacity_block is not None:
-        return [fleet.capacity_block.availability_zone]
-    return settings.availability_zones(region)
+    """Zones a fleet's hosts launch in (the settings decide: its Capacity Block's one, or the stack's zones
+    that offer its type), checked here against the account's own offerings."""
+    return settings.fleet_availability_zones(region, fleet)
 
 
 def zone_findings(settings: Settings, region: str, offered: Mapping[str, set[str]]) -> list[Finding]:

@@ -9,6 +9,8 @@ from cdk_constructs.load_balancer import (
     ServingLoadBalancer,
     alb_health_check_timing,
 )
+from cdk_constructs.log_encryption import EncryptedLogs, LogProps
+from cdk_constructs.web_acl import WebAclProps
 
 DNS = CertificateFromDns("assistant.example.com", "Z123EXAMPLE", "example.com")
 ARN = "arn:aws:acm:us-east-1:111111111111:certificate/abc-123"
@@ -28,10 +30,15 @@ def _props(certificate=DNS, **overrides):
     return LoadBalancerProps(**values)
 
 
+def _build(stack, vpc, props):
+    logs = EncryptedLogs(stack, "Logs", props=LogProps(retention_days=30))
+    balancer = ServingLoadBalancer(stack, "Lb", props=props, vpc=vpc, logs=logs)
+    return balancer, Template.from_stack(stack)
+
+
 @pytest.fixture
 def template(stack, vpc):
-    ServingLoadBalancer(stack, "Lb", props=_props(), vpc=vpc)
-    return Template.from_stack(stack)
+    return _build(stack, vpc, _props())[1]
 
 
 def _attributes(resource):
@@ -115,8 +122,16 @@ def test_longer_cold_start_tolerates_longer_stalls():
     )
 
 
+def _listener(template, port):
+    return next(
+        v
+        for v in template.find_resources("AWS::ElasticLoadBalancingV2::Listener").values()
+        if v["Properties"]["Port"] == port
+    )
+
+
 def test_https_listener_forwards_http_by_default_and_grpc_by_content_type(template):
-    listener = next(iter(template.find_resources("AWS::ElasticLoadBalancingV2::Listener").values()))
+    listener = _listener(template, 443)
     properties = listener["Properties"]
     assert properties["Protocol"] == "HTTPS" and properties["Port"] == 443
     assert properties["SslPolicy"] == "ELBSecurityPolicy-TLS13-1-2-2021-06"  # TLS 1.3, 1.2 fallback
@@ -141,14 +156,58 @@ def test_https_listener_forwards_http_by_default_and_grpc_by_content_type(templa
     )
 
 
-def test_only_https_is_open_to_clients(template):
+def test_only_https_and_the_redirect_port_are_open_to_clients(template):
     group = next(
         v
         for v in template.find_resources("AWS::EC2::SecurityGroup").values()
         if "ALB" in v["Properties"]["GroupDescription"]
     )
     ingress = group["Properties"]["SecurityGroupIngress"]
-    assert [(rule["FromPort"], rule["ToPort"]) for rule in ingress] == [(443, 443)]
+    assert sorted((rule["FromPort"], rule["ToPort"]) for rule in ingress) == [(80, 80), (443, 443)]
+
+
+def test_http_on_port_80_is_permanently_redirected_to_https(template):
+    listener = _listener(template, 80)["Properties"]
+    assert listener["Protocol"] == "HTTP"
+    assert listener["DefaultActions"] == [
+        {
+            "Type": "redirect",
+            "RedirectConfig": {"Port": "443", "Protocol": "HTTPS", "StatusCode": "HTTP_301"},
+        }
+    ]
+    template.resource_count_is("AWS::ElasticLoadBalancingV2::Listener", 2)
+
+
+def _balancer_attributes(template):
+    balancer = next(iter(template.find_resources("AWS::ElasticLoadBalancingV2::LoadBalancer").values()))
+    return {a["Key"]: a["Value"] for a in balancer["Properties"]["LoadBalancerAttributes"]}
+
+
+def test_deletion_protection_is_on_by_default(template):
+    assert _balancer_attributes(template)["deletion_protection.enabled"] == "true"
+
+
+def test_deletion_protection_can_be_turned_off_for_teardown(stack, vpc):
+    _, template = _build(stack, vpc, _props(deletion_protection=False))
+    assert _balancer_attributes(template).get("deletion_protection.enabled", "false") == "false"
+
+
+def test_web_acl_is_associated_with_the_alb_when_configured(stack, vpc):
+    waf = WebAclProps(name="kit-us-east-1", rate_limit_per_ip=500, rate_limit_window_seconds=300)
+    balancer, template = _build(stack, vpc, _props(web_acl=waf))
+    assert balancer.web_acl is not None
+    template.has_resource_properties(
+        "AWS::WAFv2::WebACLAssociation",
+        {
+            "ResourceArn": {"Ref": Match.string_like_regexp("LbAlb")},
+            "WebACLArn": {"Fn::GetAtt": [Match.string_like_regexp("LbWafWebAcl"), "Arn"]},
+        },
+    )
+
+
+def test_no_web_acl_when_waf_is_off(template):
+    template.resource_count_is("AWS::WAFv2::WebACL", 0)
+    template.resource_count_is("AWS::WAFv2::WebACLAssociation", 0)
 
 
 def test_access_logs_go_to_an_encrypted_private_bucket(template):
@@ -183,17 +242,16 @@ def test_dns_validated_certificate_uses_the_configured_zone_without_lookup(templ
 
 
 def test_certificate_arn_from_config_is_used_as_is(stack, vpc):
-    ServingLoadBalancer(stack, "Lb", props=_props(certificate=CertificateFromArn(ARN)), vpc=vpc)
-    template = Template.from_stack(stack)
+    _, template = _build(stack, vpc, _props(certificate=CertificateFromArn(ARN)))
     template.resource_count_is("AWS::CertificateManager::Certificate", 0)
     template.has_resource_properties(
-        "AWS::ElasticLoadBalancingV2::Listener", {"Certificates": [{"CertificateArn": ARN}]}
+        "AWS::ElasticLoadBalancingV2::Listener",
+        {"Port": 443, "Certificates": [{"CertificateArn": ARN}]},
     )
 
 
 def test_balancer_alarms_cover_healthy_targets_and_errors(stack, vpc):
-    balancer = ServingLoadBalancer(stack, "Lb", props=_props(), vpc=vpc)
-    template = Template.from_stack(stack)
+    balancer, template = _build(stack, vpc, _props())
     healthy = template.find_resources(
         "AWS::CloudWatch::Alarm", {"Properties": {"MetricName": "HealthyHostCount"}}
     )

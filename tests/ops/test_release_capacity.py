@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import boto3
 import pytest
 from moto import mock_aws
 
 from ops.release_capacity import batches, has_tag, main, protected_instance_ids, release_region
 
+REPO = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
 PROJECT = "shopping-assistant"
 
@@ -143,17 +146,35 @@ def test_cli_refuses_a_bad_config_without_a_traceback(tmp_path, capsys):
     assert "config error" in error and "Traceback" not in error
 
 
-def test_cli_changes_nothing_unless_confirmed(aws, monkeypatch, capsys):
+@pytest.fixture
+def teardown_config(tmp_path):
+    """The default config with the ALBs' deletion protection turned off, as the README's teardown asks."""
+    path = tmp_path / "teardown.yaml"
+    path.write_text(
+        f"base: {REPO / 'config' / 'default.yaml'}\nload_balancer:\n  deletion_protection: false\n"
+    )
+    return str(path)
+
+
+def test_cli_refuses_while_deletion_protection_is_on(aws, capsys):
+    group, _ = _deploy(aws, PROJECT)
+    assert main([str(REPO / "config" / "default.yaml"), "--yes"]) == 1
+    error = capsys.readouterr().err
+    assert "deletion_protection is on" in error and "nothing changed" in error
+    assert _group(aws, group)["MinSize"] == 3
+
+
+def test_cli_changes_nothing_unless_confirmed(aws, monkeypatch, capsys, teardown_config):
     group, _ = _deploy(aws, PROJECT)
     monkeypatch.setattr("builtins.input", lambda _: "no")
-    assert main(["config/default.yaml"]) == 1
+    assert main([teardown_config]) == 1
     assert "nothing changed" in capsys.readouterr().err
     assert _group(aws, group)["MinSize"] == 3
 
 
-def test_cli_releases_every_configured_region(aws, capsys):
+def test_cli_releases_every_configured_region(aws, capsys, teardown_config):
     group, _ = _deploy(aws, PROJECT)  # the default config's project, in one of its regions
-    assert main(["config/default.yaml", "--yes", "--timeout", "5"]) == 0
+    assert main([teardown_config, "--yes", "--timeout", "5"]) == 0
     assert _group(aws, group)["Instances"] == []
     output = capsys.readouterr().out
     for region in ("us-east-1", "us-west-2", "us-east-2"):

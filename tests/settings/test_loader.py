@@ -279,8 +279,10 @@ BAD_CONFIGS = [
         id="capacity-block-with-warm-pool",
     ),
     pytest.param(
-        with_fleet_option("capacity_block: {id: cr-0123456789abcdef0, availability_zone: us-east-1f}"),
-        ["config.yaml:8", "capacity_block.availability_zone", "us-east-1f is not one of the stack's zones"],
+        with_fleet_option(
+            "capacity_block: {id: cr-0123456789abcdef0, availability_zone: us-east-1f}"
+        ).replace("    weight: 1\n", "    weight: 1\n    availability_zones: [us-east-1a, us-east-1b]\n"),
+        ["config.yaml:9", "capacity_block.availability_zone", "us-east-1f is not one of the stack's zones"],
         id="capacity-block-outside-the-stack-zones",
     ),
     pytest.param(
@@ -320,6 +322,81 @@ BAD_CONFIGS = [
         MINIMAL + "routing:\n  flor: 5\n",
         ["routing.flor", "did you mean 'floor'"],
         id="routing-typo",
+    ),
+    pytest.param(
+        MINIMAL.replace(
+            "    weight: 1\n",
+            "    weight: 1\n    availability_zones: [us-east-1a, us-east-1b]\n    nat_gateways: 3\n",
+        ),
+        ["config.yaml:4", "regions.us-east-1", "nat_gateways 3 is more than the 2 availability zones"],
+        id="more-nat-gateways-than-configured-zones",
+    ),
+    pytest.param(
+        MINIMAL.replace("    weight: 1\n", "    weight: 1\n    nat_gateways: 4\n"),
+        ["config.yaml:6", "regions.us-east-1.nat_gateways: 4 is more than the region's 3 availability zones"],
+        id="more-nat-gateways-than-default-zones",
+    ),
+    pytest.param(
+        MINIMAL.replace("    weight: 1\n", "    weight: 1\n    nat_gateways: -1\n"),
+        ["regions.us-east-1.nat_gateways", "greater than or equal to 0"],
+        id="negative-nat-gateways",
+    ),
+    pytest.param(
+        MINIMAL.replace(
+            "    weight: 1\n", "    weight: 1\n    nat_gateways: 0\n    interface_endpoints: false\n"
+        ),
+        ["regions.us-east-1", "no way to reach ECR, ECS or CloudWatch Logs"],
+        id="no-nat-and-no-endpoints",
+    ),
+    pytest.param(
+        MINIMAL.replace("    weight: 1\n", "    weight: 1\n    nat_gateways: 0\n")
+        + "container:\n  image_uris:\n    inf2: public.ecr.aws/neuron/vllm:0.13\n",
+        [
+            "config.yaml:6",
+            "regions.us-east-1.nat_gateways: 0 NAT gateways, so the hosts cannot pull "
+            "public.ecr.aws/neuron/vllm:0.13",
+            "image_uris.inf2",
+        ],
+        id="no-nat-with-a-public-image",
+    ),
+    pytest.param(
+        MINIMAL.replace(
+            "    weight: 1\n",
+            "    weight: 1\n    nat_gateways: 0\n    image_uris:\n"
+            "      inf2: 123456789012.dkr.ecr.us-west-2.amazonaws.com/serving:1\n",
+        ),
+        ["regions.us-east-1.nat_gateways: 0 NAT gateways", "replicate it to ECR in us-east-1"],
+        id="no-nat-with-an-image-in-another-region",
+    ),
+    pytest.param(
+        MINIMAL.replace("    weight: 1\n", "    weight: 1\n    artifacts_s3_uri: bucket/model\n"),
+        ["config.yaml:6", "regions.us-east-1.artifacts_s3_uri", "must be an S3 URI"],
+        id="region-artifacts-not-s3",
+    ),
+    pytest.param(
+        MINIMAL.replace("    weight: 1\n", "    weight: 1\n    image_uris: {gpu: repo/image:1}\n"),
+        ["regions.us-east-1.image_uris", "unknown Neuron family 'gpu'"],
+        id="region-image-for-unknown-family",
+    ),
+    pytest.param(
+        MINIMAL + "load_balancer:\n  waf:\n    rate_limit_per_ip: 5\n",
+        ["config.yaml:10", "load_balancer.waf.rate_limit_per_ip", "greater than or equal to 10"],
+        id="waf-rate-limit-below-aws-minimum",
+    ),
+    pytest.param(
+        MINIMAL + "load_balancer:\n  waf:\n    rate_limit_window_seconds: 30\n",
+        ["load_balancer.waf.rate_limit_window_seconds", "60, 120, 300 or 600"],
+        id="waf-window-aws-does-not-offer",
+    ),
+    pytest.param(
+        MINIMAL + "load_balancer:\n  deletion_protection: 'no'\n",
+        ["load_balancer.deletion_protection", "valid boolean"],
+        id="deletion-protection-not-a-boolean",
+    ),
+    pytest.param(
+        MINIMAL + "operations:\n  session_manger: true\n",
+        ["operations.session_manger", "did you mean 'session_manager'"],
+        id="typo-in-operations",
     ),
     pytest.param("regions: [\n", ["config.yaml:2", "not valid YAML"], id="yaml-syntax"),
     pytest.param("- a\n- b\n", ["the top level must be a mapping"], id="top-level-list"),
@@ -469,6 +546,59 @@ def test_a_fleet_where_ec2_does_not_offer_its_type_is_a_warning_with_file_and_li
         "its hosts would not launch there",
     )
     assert load_config(write(tmp_path, MINIMAL, "fine.yaml")).warnings == ()
+
+
+def test_configured_zones_that_miss_a_fleet_type_are_a_warning_with_file_and_line(tmp_path: Path) -> None:
+    text = (
+        MINIMAL.replace("us-east-1", "us-east-2")
+        .replace("inf2.48xlarge", "trn1.32xlarge")
+        .replace("tensor_parallel: 24", "tensor_parallel: 32")
+        .replace("    weight: 1\n", "    weight: 1\n    availability_zones: [us-east-2a, us-east-2c]\n")
+    )
+    path = write(tmp_path, text)
+    (warning,) = load_config(path).warnings
+    assert warning.startswith(
+        f"{path}:6: regions.us-east-2.availability_zones: trn1.32xlarge is not offered in "
+    )
+    assert (
+        "us-east-2a per EC2's zone offerings" in warning and "us-east-2c" not in warning.split("per EC2")[0]
+    )
+
+
+def test_default_zones_offer_both_fleets_types_and_need_no_warning() -> None:
+    settings = load_settings(REPO / "config" / "default.yaml")
+    assert settings.availability_zones("us-east-1") == ["us-east-1b", "us-east-1c", "us-east-1f"]
+    assert settings.availability_zones("us-west-2") == ["us-west-2b", "us-west-2d"]
+    # Only us-east-2c offers trn1.32xlarge: the trn1 fleet keeps to it, the inf2 fleet spreads over both.
+    inf2, trn1 = settings.regions["us-east-2"].fleets
+    assert settings.availability_zones("us-east-2") == ["us-east-2a", "us-east-2c"]
+    assert settings.fleet_availability_zones("us-east-2", trn1) == ["us-east-2c"]
+    assert settings.fleet_availability_zones("us-east-2", inf2) == ["us-east-2a", "us-east-2c"]
+    assert settings.nat_gateways("us-west-2") == 2
+
+
+def test_operator_access_and_teardown_switches_default_to_safe(tmp_path: Path) -> None:
+    settings = load_settings(write(tmp_path, MINIMAL))
+    assert settings.operations.session_manager is False and settings.operations.ecs_exec is False
+    assert settings.load_balancer.deletion_protection is True
+    assert settings.load_balancer.waf.enabled is True
+    assert settings.regions["us-east-1"].interface_endpoints is True
+
+
+def test_region_overrides_replace_the_shared_artifacts_and_images(tmp_path: Path) -> None:
+    text = MINIMAL.replace(
+        "    weight: 1\n",
+        "    weight: 1\n    nat_gateways: 0\n    artifacts_s3_uri: s3://replica-us-east-1/model/\n"
+        "    image_uris:\n      inf2: 123456789012.dkr.ecr.us-east-1.amazonaws.com/serving:1\n",
+    )
+    settings = load_settings(
+        write(tmp_path, text + "container:\n  image_uris:\n    trn1: elsewhere/trn1:1\n")
+    )
+    assert settings.artifacts_s3_uri("us-east-1") == "s3://replica-us-east-1/model/"
+    from settings.instances import NeuronFamily
+
+    assert settings.image_uri("us-east-1", NeuronFamily.INF2).endswith("us-east-1.amazonaws.com/serving:1")
+    assert settings.image_uri("us-east-1", NeuronFamily.TRN1) == "elsewhere/trn1:1"  # not a fleet here
 
 
 def test_cli_prints_warnings_and_fails_on_them_only_when_strict(

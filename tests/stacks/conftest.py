@@ -22,6 +22,25 @@ from stacks.serving_app import build_app
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "config" / "default.yaml"
+# The Prime Day overlay with every operations and network switch turned the other way: what the default
+# config's templates do not exercise (no NAT, no endpoints, operator access, no WAF, regional replicas).
+SWITCHED_OVERLAY = """\
+base: {base}
+operations: {{session_manager: true, ecs_exec: true}}
+load_balancer: {{deletion_protection: false, waf: {{enabled: false}}}}
+regions:
+  us-east-1:
+    nat_gateways: 0
+  us-west-2:
+    nat_gateways: 1
+    interface_endpoints: false
+  us-east-2:
+    nat_gateways: 0
+    artifacts_s3_uri: s3://replica-us-east-2/llama-8b-instruct/
+    image_uris:
+      inf2: 123456789012.dkr.ecr.us-east-2.amazonaws.com/serving:inf2
+      trn1: 123456789012.dkr.ecr.us-east-2.amazonaws.com/serving:trn1
+"""
 
 
 @pytest.fixture(scope="session")
@@ -35,6 +54,34 @@ def synthesized(
 ) -> tuple[App, cx_api.CloudAssembly]:
     app = build_app(settings, outdir=str(tmp_path_factory.mktemp("cdk.out")))
     return app, app.synth()
+
+
+@pytest.fixture(scope="session")
+def switched_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    path = tmp_path_factory.mktemp("config") / "switched.yaml"
+    path.write_text(SWITCHED_OVERLAY.format(base=REPO / "config" / "prime-day.yaml"))
+    return load_settings(path)
+
+
+@pytest.fixture(scope="session")
+def switched(
+    switched_settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[App, cx_api.CloudAssembly]:
+    app = build_app(switched_settings, outdir=str(tmp_path_factory.mktemp("cdk.out")))
+    return app, app.synth()
+
+
+@pytest.fixture(scope="session")
+def switched_templates(
+    switched_settings: Settings, switched: tuple[App, cx_api.CloudAssembly]
+) -> dict[str, dict[str, Any]]:
+    """Region -> that region's serving template, switched."""
+    _, assembly = switched
+    return {
+        stack.environment.region: stack.template
+        for stack in assembly.stacks
+        if stack.stack_name != global_stack_name(switched_settings)
+    }
 
 
 @pytest.fixture(scope="session")

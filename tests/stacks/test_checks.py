@@ -17,8 +17,14 @@ from tests.stacks.conftest import REPO
 ACKNOWLEDGED = "aws:cdk:acknowledged-rules"
 
 
-def test_cfn_lint_finds_nothing_in_any_template(synthesized):
-    _, assembly = synthesized
+@pytest.fixture(params=["default", "switched"])
+def assembly_app(request):
+    """The default config, and Prime Day with every network and operations switch the other way."""
+    return request.getfixturevalue("synthesized" if request.param == "default" else "switched")
+
+
+def test_cfn_lint_finds_nothing_in_any_template(assembly_app):
+    _, assembly = assembly_app
     paths = [str(Path(assembly.directory) / stack.template_file) for stack in assembly.stacks]
     assert len(paths) == 4  # three regions and the global routing stack
     result = subprocess.run(
@@ -33,8 +39,8 @@ def test_cfn_lint_finds_nothing_in_any_template(synthesized):
     assert findings == [], [(f["Rule"]["Id"], f["Message"]) for f in findings]
 
 
-def test_nag_reports_no_unacknowledged_findings(synthesized):
-    _, assembly = synthesized
+def test_nag_reports_no_unacknowledged_findings(assembly_app):
+    _, assembly = assembly_app
     report = json.loads((Path(assembly.directory) / "validation-report.json").read_text())
     violations = [v for plugin in report["pluginReports"] for v in plugin.get("violations", [])]
     assert violations == []
@@ -54,16 +60,16 @@ def _acknowledgments(app):
     return found
 
 
-def test_every_acknowledgment_gives_a_reason(synthesized):
-    app, _ = synthesized
+def test_every_acknowledgment_gives_a_reason(assembly_app):
+    app, _ = assembly_app
     acknowledgments = _acknowledgments(app)
     assert acknowledgments
     for path, rule, reason in acknowledgments:
         assert len(str(reason).strip()) >= MIN_REASON_LENGTH, (path, rule)
 
 
-def test_acknowledgments_sit_on_the_construct_they_cover_not_the_stack_or_app(synthesized, settings):
-    app, _ = synthesized
+def test_acknowledgments_sit_on_the_construct_they_cover_not_the_stack_or_app(assembly_app):
+    app, _ = assembly_app
     for path, rule, _ in _acknowledgments(app):
         assert path.count("/") >= 2, f"{rule} acknowledged on {path}: too broad"
 

@@ -49,13 +49,13 @@ def test_certificate_is_created_unless_the_region_names_one(overlay):
 def test_image_comes_from_config_per_family_else_from_the_container_folder(overlay):
     settings = overlay("container:\n  image_uris:\n    trn1: registry.example.com/serving:trn1\n")
     inf2, trn1 = settings.regions["us-east-1"].fleets
-    assert props.image_source(settings, trn1).image_uri == "registry.example.com/serving:trn1"
-    asset = props.image_source(settings, inf2)
+    assert props.image_source(settings, "us-east-1", trn1).image_uri == "registry.example.com/serving:trn1"
+    asset = props.image_source(settings, "us-east-1", inf2)
     assert asset.image_uri is None and asset.asset_directory.endswith("container")
     assert "**/__pycache__" in asset.asset_exclude
 
 
-def test_fleet_props_carry_the_config(settings):
+def test_fleet_props_carry_the_config(settings, overlay):
     fleet = settings.regions["us-east-1"].fleets[1]
     built = props.fleet_props(settings, "us-east-1", fleet)
     assert (built.instance.name, built.tensor_parallel, built.min_hosts, built.max_hosts) == (
@@ -71,7 +71,12 @@ def test_fleet_props_carry_the_config(settings):
     assert environment["ASSISTANT_MAX_TOKENS_LIMIT"] == "1024"
     assert built.target_requests_in_flight == 24
     assert built.offered_in_region
-    assert not props.fleet_props(settings, "eu-west-1", fleet).offered_in_region  # no Trn1 there
+    elsewhere = overlay(
+        "regions:\n  eu-west-1:\n    weight: 1\n    fleets:\n"
+        "      - {instance_type: trn1.32xlarge, tensor_parallel: 8, min: 0, max: 2}\n"
+    )
+    no_trn1 = elsewhere.regions["eu-west-1"].fleets[0]
+    assert not props.fleet_props(elsewhere, "eu-west-1", no_trn1).offered_in_region  # no Trn1 there
     assert fleet.engine_replicas == 4 and fleet.serving_slots(32) == 128
 
 
@@ -80,6 +85,70 @@ def test_zones_and_nat_gateways_follow_the_seeded_zones(overlay):
     assert props.network_props(settings, "us-east-2").zones == 2
     assert props.network_props(settings, "us-east-2").nat_gateways == 2
     assert props.network_props(settings, "us-east-1").cidr == "10.0.0.0/16"
+    assert props.network_props(settings, "us-east-1").nat_gateways == 3  # default zones us-east-1b/c/f
+
+
+def test_nat_gateways_and_endpoints_come_from_the_region(overlay):
+    settings = overlay(
+        "regions:\n  us-east-1:\n    nat_gateways: 0\n  us-west-2:\n    nat_gateways: 1\n"
+        "    interface_endpoints: false\n"
+    )
+    no_nat = props.network_props(settings, "us-east-1")
+    assert (no_nat.nat_gateways, no_nat.interface_endpoints, no_nat.operator_access) == (0, True, False)
+    one_nat = props.network_props(settings, "us-west-2")
+    assert (one_nat.nat_gateways, one_nat.interface_endpoints) == (1, False)
+
+
+def test_operator_access_is_off_by_default_and_reaches_every_part_when_on(settings, overlay):
+    assert props.host_sessions_props(settings, "us-east-1") is None
+    assert not props.cluster_props(settings).ecs_exec
+    assert not props.network_props(settings, "us-east-1").operator_access
+    fleet = props.fleet_props(settings, "us-east-1", settings.regions["us-east-1"].fleets[0])
+    assert not fleet.session_manager and not fleet.ecs_exec
+
+    on = overlay("operations:\n  session_manager: true\n  ecs_exec: true\n")
+    assert (
+        props.host_sessions_props(on, "us-east-1").document_name
+        == "shopping-assistant-us-east-1-host-session"
+    )
+    assert props.cluster_props(on).ecs_exec
+    assert props.network_props(on, "us-east-1").operator_access
+    fleet = props.fleet_props(on, "us-east-1", on.regions["us-east-1"].fleets[0])
+    assert fleet.session_manager and fleet.ecs_exec
+
+
+def test_waf_and_deletion_protection_follow_the_load_balancer_section(settings, overlay):
+    default = props.load_balancer_props(settings, "us-east-2")
+    assert default.deletion_protection is True
+    assert default.web_acl == props.WebAclProps("shopping-assistant-us-east-2", 1000, 300)
+    teardown = overlay("load_balancer:\n  deletion_protection: false\n  waf:\n    enabled: false\n")
+    assert props.load_balancer_props(teardown, "us-east-2").deletion_protection is False
+    assert props.load_balancer_props(teardown, "us-east-2").web_acl is None
+
+
+def test_fleets_launch_in_the_zones_that_offer_their_type(settings):
+    inf2, trn1 = settings.regions["us-east-2"].fleets
+    assert props.fleet_props(settings, "us-east-2", trn1).availability_zones == ("us-east-2c",)
+    assert props.fleet_props(settings, "us-east-2", inf2).availability_zones == ("us-east-2a", "us-east-2c")
+
+
+def test_a_region_reads_its_own_artifacts_and_images(overlay):
+    settings = overlay(
+        "regions:\n  us-west-2:\n    artifacts_s3_uri: s3://replica-us-west-2/llama/\n    image_uris:\n"
+        "      trn1: 123456789012.dkr.ecr.us-west-2.amazonaws.com/serving:trn1\n"
+    )
+    store = props.model_store_props(settings, "us-west-2")
+    assert (store.bucket, store.prefix) == ("replica-us-west-2", "llama")
+    assert dict(props.engine_environment(settings, "us-west-2"))["MODEL_S3_URI"] == (
+        "s3://replica-us-west-2/llama/weights/"
+    )
+    trn1 = settings.regions["us-west-2"].fleets[1]
+    assert props.image_source(settings, "us-west-2", trn1).image_uri.startswith(
+        "123456789012.dkr.ecr.us-west-2"
+    )
+    # Other regions keep the shared copy.
+    assert props.model_store_props(settings, "us-east-1").bucket == "shopping-assistant-model-artifacts"
+    assert props.image_source(settings, "us-east-1", trn1).image_uri is None
 
 
 def test_names_are_known_from_config_alone(settings):
@@ -91,7 +160,7 @@ def test_names_are_known_from_config_alone(settings):
 
 
 def test_container_reads_weights_and_artifacts_under_the_one_readable_prefix(settings):
-    environment = dict(props.engine_environment(settings))
+    environment = dict(props.engine_environment(settings, "us-east-1"))
     prefix = "s3://shopping-assistant-model-artifacts/llama-8b-instruct/"
     assert environment["MODEL_S3_URI"] == prefix + "weights/"
     assert environment["COMPILED_ARTIFACTS_S3_URI"] == prefix + "compiled/"
@@ -108,7 +177,7 @@ def test_container_reads_weights_and_artifacts_under_the_one_readable_prefix(set
 
 def test_default_generation_length_never_exceeds_the_limit(overlay):
     settings = overlay("model:\n  max_output_tokens: 100\n")
-    environment = dict(props.engine_environment(settings))
+    environment = dict(props.engine_environment(settings, "us-east-1"))
     assert environment["ASSISTANT_DEFAULT_MAX_TOKENS"] == "100"
 
 

@@ -140,3 +140,84 @@ def test_every_region_publishes_its_endpoint_and_health_check_for_the_orchestrat
             if check["Properties"]["HealthCheckConfig"]["Type"] == "CALCULATED"
         ]
         assert health_check == {"Fn::GetAtt": [calculated, "HealthCheckId"]}
+
+
+def test_every_alb_is_behind_a_rate_limiting_web_acl_that_logs(settings, templates):
+    for region, template in templates.items():
+        (acl_id, acl), *_ = resources(template, "AWS::WAFv2::WebACL").items()
+        rules = {rule["Name"]: rule for rule in acl["Properties"]["Rules"]}
+        limit = rules["RateLimitPerClientIp"]["Statement"]["RateBasedStatement"]["Limit"]
+        assert limit == settings.load_balancer.waf.rate_limit_per_ip, region
+        (association,) = resources(template, "AWS::WAFv2::WebACLAssociation").values()
+        (balancer_id,) = resources(template, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+        assert association["Properties"] == {
+            "ResourceArn": {"Ref": balancer_id},
+            "WebACLArn": {"Fn::GetAtt": [acl_id, "Arn"]},
+        }
+        assert len(resources(template, "AWS::WAFv2::LoggingConfiguration")) == 1
+
+
+def test_every_alb_redirects_http_and_is_protected_from_deletion(templates):
+    for region, template in templates.items():
+        listeners = {
+            listener["Properties"]["Port"]: listener["Properties"]
+            for listener in resources(template, "AWS::ElasticLoadBalancingV2::Listener").values()
+        }
+        assert set(listeners) == {80, 443}, region
+        assert listeners[80]["DefaultActions"][0]["RedirectConfig"]["Protocol"] == "HTTPS"
+        balancer = next(iter(resources(template, "AWS::ElasticLoadBalancingV2::LoadBalancer").values()))
+        attributes = {a["Key"]: a["Value"] for a in balancer["Properties"]["LoadBalancerAttributes"]}
+        assert attributes["deletion_protection.enabled"] == "true", region
+
+
+def _interface_endpoints(template):
+    return [
+        e
+        for e in resources(template, "AWS::EC2::VPCEndpoint").values()
+        if e["Properties"]["VpcEndpointType"] == "Interface"
+    ]
+
+
+def test_default_regions_have_a_nat_gateway_per_zone_and_the_serving_endpoints(settings, templates):
+    for region, template in templates.items():
+        zones = settings.availability_zones(region)
+        assert len(resources(template, "AWS::EC2::NatGateway")) == len(zones), region
+        assert len(_interface_endpoints(template)) == 8, region
+        assert "ssmmessages" not in json.dumps(template)  # operator access is off by default
+        assert not resources(template, "AWS::SSM::Document")
+
+
+def test_default_zones_are_the_ones_offering_both_types(settings, templates):
+    for region, template in templates.items():
+        zones = {
+            s["Properties"]["AvailabilityZone"] for s in resources(template, "AWS::EC2::Subnet").values()
+        }
+        assert zones == set(settings.availability_zones(region)), region
+    # us-east-2: only us-east-2c offers trn1.32xlarge, so that fleet's group has one subnet.
+    groups = resources(templates["us-east-2"], "AWS::AutoScaling::AutoScalingGroup")
+    subnet_counts = {
+        key.split("Hosts")[0]: len(g["Properties"]["VPCZoneIdentifier"]) for key, g in groups.items()
+    }
+    assert sorted(subnet_counts.values()) == [1, 2]
+
+
+def test_switched_config_builds_isolated_hosts_operator_access_and_regional_replicas(switched_templates):
+    no_nat = switched_templates["us-east-1"]
+    assert not resources(no_nat, "AWS::EC2::NatGateway")
+    assert len(_interface_endpoints(no_nat)) == 11  # + ssmmessages, ec2messages, kms for sessions
+    assert not resources(no_nat, "AWS::WAFv2::WebACL")
+    one_nat = switched_templates["us-west-2"]
+    assert len(resources(one_nat, "AWS::EC2::NatGateway")) == 1 and not _interface_endpoints(one_nat)
+    for region, template in switched_templates.items():
+        (cluster,) = resources(template, "AWS::ECS::Cluster").values()
+        assert cluster["Properties"]["Configuration"]["ExecuteCommandConfiguration"]["Logging"] == "OVERRIDE"
+        for service in resources(template, "AWS::ECS::Service").values():
+            assert service["Properties"]["EnableExecuteCommand"] is True, region
+        assert len(resources(template, "AWS::SSM::Document")) == 1, region
+        balancer = next(iter(resources(template, "AWS::ElasticLoadBalancingV2::LoadBalancer").values()))
+        attributes = {a["Key"]: a["Value"] for a in balancer["Properties"]["LoadBalancerAttributes"]}
+        assert attributes.get("deletion_protection.enabled", "false") == "false"
+    replica = json.dumps(switched_templates["us-east-2"])
+    assert "s3://replica-us-east-2/llama-8b-instruct/weights/" in replica
+    assert "123456789012.dkr.ecr.us-east-2." in replica and "/serving:trn1" in replica
+    assert "replica-us-east-2" not in json.dumps(switched_templates["us-east-1"])

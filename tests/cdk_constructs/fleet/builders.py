@@ -30,6 +30,7 @@ def fleet_props(instance_type="inf2.48xlarge", **overrides):
         metrics_namespace="LLMServing",
         model_name="assistant",
         offered_in_region=True,
+        availability_zones=("us-east-1a", "us-east-1b"),
     )
     values.update(overrides)
     return FleetProps(**values)

@@ -166,3 +166,30 @@ def test_capacity_block_sets_the_market_type_and_keeps_hosts_in_the_block_zone(s
         for name, subnet in template.find_resources("AWS::EC2::Subnet").items()
     }
     assert [zones[subnet] for subnet in subnets] == ["us-east-1b"]
+
+
+def _user_data(template):
+    launch = next(iter(template.find_resources("AWS::EC2::LaunchTemplate").values()))
+    return json.dumps(launch["Properties"]["LaunchTemplateData"]["UserData"])
+
+
+def test_ssm_agent_is_not_started_while_session_manager_is_off(template):
+    assert "amazon-ssm-agent" not in _user_data(template)
+
+
+def test_session_manager_starts_the_ssm_agent_at_boot(stack, vpc):
+    _, template = build(stack, vpc, fleet_props(session_manager=True))
+    user_data = _user_data(template)
+    assert "dnf install -y amazon-ssm-agent" in user_data
+    assert "systemctl enable --now amazon-ssm-agent" in user_data
+
+
+def test_hosts_launch_only_in_the_zones_that_offer_their_type(stack, vpc):
+    _, template = build(stack, vpc, fleet_props(availability_zones=("us-east-1b",)))
+    group = next(iter(template.find_resources("AWS::AutoScaling::AutoScalingGroup").values()))
+    subnets = group["Properties"]["VPCZoneIdentifier"]
+    assert len(subnets) == 1
+    subnet_id = subnets[0]["Ref"]
+    subnet = template.to_json()["Resources"][subnet_id]["Properties"]
+    assert subnet["AvailabilityZone"] == "us-east-1b"
+    assert {"Key": "aws-cdk:subnet-name", "Value": "hosts"} in subnet["Tags"]

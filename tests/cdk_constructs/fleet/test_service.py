@@ -62,3 +62,13 @@ def test_service_waits_for_the_capacity_provider_association(template):
     associations = template.find_resources("AWS::ECS::ClusterCapacityProviderAssociations")
     assert set(associations) <= set(service["DependsOn"])
     assert associations
+
+
+def test_ecs_exec_is_off_by_default(template):
+    service = next(iter(template.find_resources("AWS::ECS::Service").values()))
+    assert not service["Properties"].get("EnableExecuteCommand", False)
+
+
+def test_ecs_exec_on_when_configured(stack, vpc):
+    _, template = build(stack, vpc, fleet_props(ecs_exec=True))
+    template.has_resource_properties("AWS::ECS::Service", {"EnableExecuteCommand": True})

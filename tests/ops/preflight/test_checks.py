@@ -16,7 +16,8 @@ from ops.preflight.checks import (
     vcpus_needed,
     zone_findings,
 )
-from tests.ops.preflight.conftest import BLOCK_ID, block
+from settings import load_settings
+from tests.ops.preflight.conftest import BLOCK_ID, REPO, block
 
 INF, TRN = "L-1945791B", "L-2C3B7624"
 # Zones as moto 5.2.5 offers them in us-east-1 (measured).
@@ -44,7 +45,19 @@ def test_a_quota_below_an_events_peak_is_a_shortfall_naming_region_event_and_cod
     assert all(f.status is Status.OK for f in findings if f.scope == EVERYDAY)
 
 
-def test_a_type_missing_from_some_zones_warns_and_from_all_is_a_shortfall(default):
+def test_default_zones_are_the_ones_that_offer_each_fleets_type(default):
+    """The defaults come from the same offerings data (settings/zone_offerings.py): nothing to warn about."""
+    findings = zone_findings(default, "us-east-1", US_EAST_1)
+    assert {f.status for f in findings} == {Status.OK}
+
+
+def test_a_type_missing_from_some_zones_warns_and_from_all_is_a_shortfall(tmp_path):
+    configured = tmp_path / "zones.yaml"
+    configured.write_text(
+        f"base: {REPO / 'config' / 'default.yaml'}\n"
+        "regions:\n  us-east-1:\n    availability_zones: [us-east-1a, us-east-1b, us-east-1c]\n"
+    )
+    default = load_settings(configured)
     findings = {f.scope: f for f in zone_findings(default, "us-east-1", US_EAST_1)}
     assert findings["inf2.48xlarge"].status is Status.OK
     assert findings["trn1.32xlarge"].status is Status.WARNING
@@ -93,11 +106,12 @@ def test_too_few_reserved_hosts_is_a_shortfall_only_where_hosts_launch_only_into
     count = next(f for f in findings if f.check == "reserved hosts")
     assert count.status is Status.SHORTFALL
     assert "may scale to 30 hosts but only 16 are reserved" in count.advice
-    # us-west-2's trn1 fleet is capacity-reservations-only over two reservation ids.
+    # us-west-2's trn1 fleet is capacity-reservations-only over two reservation ids, in the two zones that
+    # offer trn1.32xlarge there (us-west-2b and us-west-2d).
     ids = reservation_ids(peak, "us-west-2")
     west = {
-        ids[0]: block(CapacityReservationId=ids[0], AvailabilityZone="us-west-2a", TotalInstanceCount=4),
-        ids[1]: block(CapacityReservationId=ids[1], AvailabilityZone="us-west-2b", TotalInstanceCount=6),
+        ids[0]: block(CapacityReservationId=ids[0], AvailabilityZone="us-west-2b", TotalInstanceCount=4),
+        ids[1]: block(CapacityReservationId=ids[1], AvailabilityZone="us-west-2d", TotalInstanceCount=6),
     }
     west_count = next(f for f in reservation_findings(peak, "us-west-2", west) if f.check == "reserved hosts")
     assert (west_count.available, west_count.status) == ("10 hosts", Status.OK)
