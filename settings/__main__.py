@@ -29,7 +29,12 @@ def main(argv: list[str]) -> int:
         fleets = ", ".join(
             f"{f.instance_type} x{f.min}-{f.max} (TP {f.tensor_parallel})" for f in region.fleets
         )
-        print(f"{args.config}: {name} weight {region.weight}: {fleets}")
+        # The zones and NAT gateways defaults resolve to are worth seeing before a deploy.
+        network = (
+            f"zones {', '.join(loaded.settings.availability_zones(name))}; "
+            f"NAT gateways {loaded.settings.nat_gateways(name)}"
+        )
+        print(f"{args.config}: {name} weight {region.weight}: {fleets}; {network}")
     budget = loaded.settings.serving.cold_start_budget_seconds
     for event in loaded.settings.events:
         hosts = "; ".join(

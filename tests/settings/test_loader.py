@@ -664,7 +664,9 @@ def test_cli_summarizes_each_event_with_its_ramp(tmp_path: Path, capsys: pytest.
 
 def test_cli_summarizes_a_good_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert validate_main([str(REPO / "config" / "default.yaml")]) == 0
-    assert "us-east-1 weight 50: inf2.48xlarge x2-20 (TP 8)" in capsys.readouterr().out
+    output = capsys.readouterr().out
+    assert "us-east-1 weight 50: inf2.48xlarge x2-20 (TP 8)" in output
+    assert "us-east-2 weight 20: " in output and "zones us-east-2a, us-east-2c; NAT gateways 2" in output
 
 
 json_values = st.recursive(
