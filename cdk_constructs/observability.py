@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aws_cdk import Duration
+from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
@@ -31,12 +32,24 @@ class ObservabilityProps:
 
 
 @dataclass(frozen=True)
+class NeuronView:
+    """One fleet's Neuron device series (from the neuron-monitor sidecar and the runtime-failure filter)."""
+
+    utilization: cloudwatch.IMetric
+    device_memory_used: cloudwatch.IMetric
+    execution_errors: cloudwatch.IMetric
+    hardware_errors: cloudwatch.IMetric
+    runtime_failures: cloudwatch.IMetric
+
+
+@dataclass(frozen=True)
 class FleetView:
     """What the dashboard shows of one fleet."""
 
     instance_type: str
     running_tasks: cloudwatch.IMetric
     hosts_in_service: cloudwatch.IMetric
+    neuron: NeuronView | None = None
 
 
 def model_metric(namespace: str, model_name: str, name: str, statistic: str) -> cloudwatch.Metric:
@@ -109,6 +122,7 @@ class ServingObservability(Construct):
         )
         self.degraded_alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
         self.degraded_alarm.add_ok_action(cloudwatch_actions.SnsAction(self.topic))
+        self._allow_publishing(self.degraded_alarm)
 
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=props.dashboard_name)
         self.dashboard.add_widgets(
@@ -196,5 +210,54 @@ class ServingObservability(Construct):
                     for group in target_groups
                 ],
                 width=12,
+            ),
+        )
+        self._add_neuron_row([(fleet.instance_type, fleet.neuron) for fleet in fleets if fleet.neuron])
+
+    def _allow_publishing(self, *alarms: cloudwatch.IAlarm) -> None:
+        """The topic's policy replaces SNS's default one (it holds the deny-without-TLS statement), so
+        CloudWatch must be allowed to publish explicitly: for the alarms that notify, from this account."""
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarms",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                    "ArnLike": {"aws:SourceArn": [alarm.alarm_arn for alarm in alarms]},
+                },
+            )
+        )
+
+    def _add_neuron_row(self, fleets: Sequence[tuple[str, NeuronView]]) -> None:
+        """NeuronCore load and device health per fleet: what ECS Container Insights cannot show."""
+        if not fleets:
+            return
+
+        def series(pick: str, suffix: str = "") -> list[cloudwatch.IMetric]:
+            return [getattr(view, pick).with_(label=f"{name}{suffix}") for name, view in fleets]
+
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="NeuronCore utilisation per fleet (%)",
+                left=series("utilization"),
+                left_y_axis=cloudwatch.YAxisProps(min=0, max=100),
+                width=6,
+            ),
+            cloudwatch.GraphWidget(
+                title="Neuron device memory used, busiest host (bytes)",
+                left=series("device_memory_used"),
+                width=6,
+            ),
+            cloudwatch.GraphWidget(
+                title="Neuron execution errors and runtime failures",
+                left=[*series("execution_errors", " execution"), *series("runtime_failures", " runtime")],
+                width=6,
+            ),
+            cloudwatch.GraphWidget(
+                title="Neuron hardware errors (uncorrected ECC)",
+                left=series("hardware_errors"),
+                width=6,
             ),
         )

@@ -341,6 +341,15 @@ class ModelConfig(StrictModel):
         return s3_prefix(self.artifacts_s3_uri)
 
 
+class DeploymentConfig(StrictModel):
+    """How a rolling deploy replaces tasks. Each task needs a whole host and the minimum healthy is 100%,
+    so a deploy can only start new tasks on hosts above the service's count: the hosts' ceiling is the
+    service maximum plus this surge (see cdk_constructs/fleet/rollout.py for the arithmetic)."""
+
+    # Extra hosts a deploy may start at the service maximum, as a share of that maximum (at least one host).
+    max_surge_percent: Annotated[int, Field(ge=1, le=100)] = 25
+
+
 class ServingConfig(StrictModel):
     # Image pull + weight download + compiled-artifact load on a new host.
     cold_start_budget_seconds: Annotated[int, Field(ge=60, le=COLD_START_BUDGET_MAX)] = 1800
@@ -352,6 +361,7 @@ class ServingConfig(StrictModel):
     grpc_port: Annotated[int, Field(ge=1024, le=65535)] = 8001
     http_port: Annotated[int, Field(ge=1024, le=65535)] = 8000
     metrics_port: Annotated[int, Field(ge=1024, le=65535)] = 8002
+    deployment: DeploymentConfig = DeploymentConfig()
 
     @model_validator(mode="after")
     def _grace_covers_cold_start(self) -> Self:
@@ -366,11 +376,31 @@ class ServingConfig(StrictModel):
         return self
 
 
+# The ECS-optimized AL2023 Neuron AMI release the hosts boot (github.com/aws/amazon-ecs-ami releases:
+# ECS agent 1.108.3). Pinned, so a redeploy never moves hosts to a new Neuron driver under a pinned image.
+DEFAULT_NEURON_AMI_RELEASE = "al2023-ami-ecs-neuron-hvm-2023.0.20261113-kernel-6.1-x86_64"
+RECOMMENDED_AMI = "recommended"
+_AMI_RELEASE = re.compile(r"^al2023-ami-ecs-neuron-hvm-2023\.0\.\d{8}-kernel-[\d.]+-x86_64$")
+
+
 class ContainerConfig(StrictModel):
-    # Pre-built image per Neuron family (Inf2/Trn1 need Neuron SDK 2.28, Trn2 a newer one). A family
-    # without an entry is built from container/ as a CDK asset; a region may name its own replica.
+    # Pre-built image per Neuron family (Inf2/Trn1 need Neuron SDK 2.28, Trn2 a newer one). Inf2 and Trn1
+    # without an entry are built from container/ as a CDK asset (SDK 2.28); Trn2 must name its image. A
+    # region may name its own replica.
     image_uris: ImageUris = Field(default_factory=dict)
     log_retention_days: Annotated[int, Field(ge=1)] = 30
+    # A released ECS Neuron AMI name, or "recommended" to follow AWS's latest at every deploy.
+    neuron_ami_release: str = DEFAULT_NEURON_AMI_RELEASE
+
+    @field_validator("neuron_ami_release")
+    @classmethod
+    def _ami_release(cls, value: str) -> str:
+        if value != RECOMMENDED_AMI and not _AMI_RELEASE.match(value):
+            raise ValueError(
+                f"{value!r} is not an ECS AL2023 Neuron AMI release name like {DEFAULT_NEURON_AMI_RELEASE!r} "
+                f"(or {RECOMMENDED_AMI!r})"
+            )
+        return value
 
     def image_uri(self, family: NeuronFamily) -> str | None:
         return self.image_uris.get(family.value)
@@ -549,6 +579,16 @@ class Settings(StrictModel):
                     raise ValueError(
                         f"regions.{name}.certificate_arn is in {arn_region}; an ALB needs a certificate "
                         "from its own region"
+                    )
+            for index, fleet in enumerate(region.fleets):
+                family = fleet.instance.family
+                # The asset image is built on Neuron SDK 2.28, whose inference stack stops at Inf2/Trn1.
+                if family is NeuronFamily.TRN2 and not self.image_uri(name, family):
+                    raise ValueError(
+                        f"regions.{name}.fleets[{index}] is a {fleet.instance_type} fleet but "
+                        f"container.image_uris.trn2 is not set (nor regions.{name}.image_uris.trn2): the "
+                        "image built from container/ carries Neuron SDK 2.28, which does not serve Trn2; "
+                        "name a Trn2 serving image"
                     )
             if region.availability_zones:
                 strays = [zone for zone in region.availability_zones if not zone.startswith(name)]

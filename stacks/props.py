@@ -48,8 +48,11 @@ CONTAINER_ASSET_EXCLUDE = (
 )
 # The container's default generation length when a request names none (it must not exceed the limit).
 DEFAULT_MAX_TOKENS = 256
-# Share of the engine's batch slots in use at which the service adds a host.
+# Share of a host's serving slots (engine replicas x max_num_seqs) in use at which the service adds a host.
 TARGET_BATCH_UTILIZATION = 0.75
+# AWS's public SSM tree of ECS-optimized AL2023 Neuron AMIs: one parameter per released AMI name beside
+# `recommended` (ECS developer guide, "Retrieving Amazon ECS-optimized Linux AMI metadata").
+NEURON_AMI_SSM_PATH = "/aws/service/ecs/optimized-ami/amazon-linux-2023/neuron"
 
 
 def stack_name(settings: Settings, region: str) -> str:
@@ -215,6 +218,16 @@ def capacity_block_props(fleet: FleetConfig) -> CapacityBlockProps | None:
     return CapacityBlockProps(block.id, block.availability_zone) if block else None
 
 
+def neuron_ami_parameter(release: str) -> str:
+    """The SSM parameter holding the AMI id of one named release, or of AWS's latest for "recommended"."""
+    return f"{NEURON_AMI_SSM_PATH}/{release}/image_id"
+
+
+def target_requests_in_flight(settings: Settings, fleet: FleetConfig) -> float:
+    """Streams in flight per host at which the fleet adds a host: a share of the host's serving slots."""
+    return round(fleet.serving_slots(settings.model.max_num_seqs) * TARGET_BATCH_UTILIZATION, 2)
+
+
 def fleet_props(
     settings: Settings, region: str, fleet: FleetConfig, now: datetime | None = None
 ) -> FleetProps:
@@ -227,6 +240,8 @@ def fleet_props(
         tensor_parallel=fleet.tensor_parallel,
         min_hosts=fleet.min,
         max_hosts=fleet.max,
+        max_surge_percent=serving.deployment.max_surge_percent,
+        ami_parameter_name=neuron_ami_parameter(settings.container.neuron_ami_release),
         scheduled_bounds=schedule.changes,
         event_bounds_at_deploy=schedule.event_bounds_at_deploy,
         warm_pool=warm_pool_props(fleet),
@@ -239,7 +254,7 @@ def fleet_props(
         cold_start_budget_seconds=serving.cold_start_budget_seconds,
         health_check_grace_seconds=serving.health_check_grace_seconds,
         environment=engine_environment(settings, region),
-        target_requests_in_flight=round(settings.model.max_num_seqs * TARGET_BATCH_UTILIZATION, 2),
+        target_requests_in_flight=target_requests_in_flight(settings, fleet),
         metrics_namespace=settings.observability.metrics_namespace,
         model_name=settings.model.name,
         session_manager=settings.operations.session_manager,

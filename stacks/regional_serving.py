@@ -12,7 +12,7 @@ from cdk_constructs.load_balancer import ServingLoadBalancer
 from cdk_constructs.log_encryption import EncryptedLogs
 from cdk_constructs.model_store import ModelStoreAccess
 from cdk_constructs.network import ServingNetwork
-from cdk_constructs.observability import FleetView, ServingObservability
+from cdk_constructs.observability import FleetView, NeuronView, ServingObservability
 from cdk_constructs.routing_endpoint import RoutingEndpoint
 from settings.schema import Settings
 from stacks import props
@@ -54,7 +54,6 @@ class RegionalServing(Stack):
             load_balancer=load_balancer.alb,
             target_group=load_balancer.http_targets,
         )
-        serving_logs = logs.log_group("ServingLogs")
         self.fleets = [
             NeuronFleet(
                 self,
@@ -63,7 +62,8 @@ class RegionalServing(Stack):
                 cluster=cluster,
                 targets=targets,
                 task_role=model_store.task_role,
-                log_group=serving_logs,
+                # A log group per fleet: the Neuron runtime failure count is then per instance type.
+                log_group=logs.log_group(f"ServingLogs-{fleet.instance_type}"),
             )
             for fleet in settings.regions[region].fleets
         ]
@@ -80,7 +80,18 @@ class RegionalServing(Stack):
             load_balancer=load_balancer.alb,
             target_groups=[load_balancer.http_targets, load_balancer.grpc_targets],
             fleets=[
-                FleetView(fleet.instance_type, fleet.running_tasks, fleet.hosts_in_service_metric())
+                FleetView(
+                    fleet.instance_type,
+                    fleet.running_tasks,
+                    fleet.hosts_in_service_metric(),
+                    NeuronView(
+                        utilization=fleet.neuron.utilization,
+                        device_memory_used=fleet.neuron.device_memory,
+                        execution_errors=fleet.neuron.execution_errors,
+                        hardware_errors=fleet.neuron.hardware_errors,
+                        runtime_failures=fleet.neuron.runtime_failures,
+                    ),
+                )
                 for fleet in self.fleets
             ],
             alarms=[

@@ -16,6 +16,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdk_constructs.fleet.hosts import FleetHosts
+from cdk_constructs.fleet.neuron_health import NeuronHealth
 from cdk_constructs.fleet.props import FleetProps, FleetTargets
 from cdk_constructs.fleet.scaling import ServiceScaling
 from cdk_constructs.fleet.service import ServingService
@@ -46,6 +47,7 @@ class NeuronFleet(Construct):
             )
         self.hosts = FleetHosts(self, "Hosts", props=props, cluster=cluster)
         self.task = ServingTaskDefinition(self, "Task", props=props, task_role=task_role, log_group=log_group)
+        self.neuron = NeuronHealth(self, "Neuron", props=props, log_group=log_group)
         self.serving = ServingService(
             self,
             "Serving",
@@ -54,13 +56,14 @@ class NeuronFleet(Construct):
             task_definition=self.task.task_definition,
             capacity_provider=self.hosts.capacity_provider,
             targets=targets,
+            deployment_alarms=self.neuron.alarms,
         )
         self.scaling = ServiceScaling(self, "Scaling", props=props, service=self.serving.service)
 
     @property
     def alarms(self) -> list[cloudwatch.Alarm]:
         """The alarms that say this fleet is unhealthy, each owned by the part it watches."""
-        return list(self.serving.alarms)
+        return [*self.serving.alarms, *self.neuron.alarms]
 
     @property
     def running_tasks(self) -> cloudwatch.IMetric:

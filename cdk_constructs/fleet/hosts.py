@@ -59,7 +59,7 @@ class FleetHosts(Construct):
                 reuse_on_scale_in=False,
             )
         self._reserve_capacity(props)
-        self.scheduled_actions = [self._schedule(change) for change in props.scheduled_bounds]
+        self.scheduled_actions = [self._schedule(props, change) for change in props.scheduled_bounds]
 
     def _reserve_capacity(self, props: FleetProps) -> None:
         if props.capacity_block is not None:
@@ -89,16 +89,18 @@ class FleetHosts(Construct):
                 capacity_reservation_preference=reservation.preference, capacity_reservation_target=target
             )
 
-    def _schedule(self, change: ScheduledBounds) -> autoscaling.CfnScheduledAction:
+    def _schedule(self, props: FleetProps, change: ScheduledBounds) -> autoscaling.CfnScheduledAction:
         """A one-time change of the group's bounds. The minimum is what holds hosts up: the capacity provider
-        owns the desired count, so none is set here either."""
+        owns the desired count, so none is set here either. The maximum keeps the deploy surge above the
+        event's task maximum."""
+        hosts = props.host_bounds(change.min_hosts, change.max_hosts)
         return autoscaling.CfnScheduledAction(
             self,
             f"Scheduled-{change.name}",
             auto_scaling_group_name=self.auto_scaling_group.auto_scaling_group_name,
             start_time=change.at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            min_size=change.min_hosts,
-            max_size=change.max_hosts,
+            min_size=hosts.min_hosts,
+            max_size=hosts.max_hosts,
         )
 
     def _group(self, props: FleetProps, cluster: ecs.Cluster) -> autoscaling.AutoScalingGroup:
@@ -149,8 +151,11 @@ class FleetHosts(Construct):
             self,
             "LaunchTemplate",
             instance_type=ec2.InstanceType(props.instance.name),
-            # Resolved at deploy time from the public SSM parameter: no lookup, no cached AMI id.
-            machine_image=ecs.EcsOptimizedImage.amazon_linux2023(ecs.AmiHardwareType.NEURON),
+            # Resolved at deploy time from AWS's public parameter for one named AMI release: no lookup at
+            # synth, and a redeploy keeps the driver the image was tested with until the config moves it.
+            machine_image=ec2.MachineImage.from_ssm_parameter(
+                props.ami_parameter_name, os=ec2.OperatingSystemType.LINUX
+            ),
             user_data=user_data,
             block_devices=block_devices,
             security_group=self.security_group,
@@ -170,8 +175,10 @@ class FleetHosts(Construct):
             launch_template=self.launch_template,
             # No desired capacity: a redeploy must never reset a running fleet; the capacity provider
             # owns the desired count and the config owns the bounds.
-            min_capacity=props.deployed_bounds[0],
-            max_capacity=props.deployed_bounds[1],
+            # Above the service maximum by the deploy surge: at the maximum a rolling deploy still has hosts
+            # to start new tasks on (rollout.py). The capacity provider only launches them for tasks.
+            min_capacity=props.host_bounds(*props.deployed_bounds).min_hosts,
+            max_capacity=props.host_bounds(*props.deployed_bounds).max_hosts,
             group_metrics=[autoscaling.GroupMetrics.all()],
         )
         acknowledge(

@@ -10,6 +10,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 
 from cdk_constructs.fleet.image import ImageSource
+from cdk_constructs.fleet.rollout import HostBounds
 from settings.instances import InstanceFacts
 
 
@@ -60,8 +61,13 @@ class CapacityBlockProps:
 class FleetProps:
     instance: InstanceFacts
     tensor_parallel: int
+    # The service's task bounds (one task per host); the ASG adds the deploy surge on top (host_bounds).
     min_hosts: int
     max_hosts: int
+    # Hosts a deploy may add above the task maximum, as a share of it (at least one host): rollout.py.
+    max_surge_percent: int
+    # SSM parameter holding the hosts' AMI id, resolved at deploy time: a named ECS Neuron AMI release.
+    ami_parameter_name: str
     data_volume_gib: int
     image: ImageSource
     ports: ServingPorts
@@ -70,7 +76,8 @@ class FleetProps:
     health_check_grace_seconds: int
     # Engine and model settings for the container, beside the per-type ones the fleet sets itself.
     environment: tuple[tuple[str, str], ...]
-    # Requests in flight per host that count as "busy": the service adds a task above it.
+    # Requests in flight per host that count as "busy": the service adds a task above it. A share of the
+    # host's serving slots (engine replicas x max_num_seqs).
     target_requests_in_flight: float
     metrics_namespace: str
     model_name: str  # the EMF dimension the container publishes its metrics under
@@ -96,6 +103,11 @@ class FleetProps:
     def deployed_bounds(self) -> tuple[int, int]:
         """(min, max) hosts the group and the scalable target hold right after a deploy."""
         return self.event_bounds_at_deploy or (self.min_hosts, self.max_hosts)
+
+    def host_bounds(self, min_tasks: int, max_tasks: int) -> HostBounds:
+        """The Auto Scaling group's bounds for task bounds [min_tasks, max_tasks], the fleet's own or an
+        event's: the deploy surge rides on whichever maximum holds."""
+        return HostBounds.for_service(min_tasks, max_tasks, self.max_surge_percent)
 
 
 @dataclass(frozen=True)

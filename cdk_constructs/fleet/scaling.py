@@ -13,10 +13,12 @@ from cdk_constructs.fleet.props import FleetProps
 
 
 def requests_in_flight_metric(props: FleetProps) -> cloudwatch.Metric:
+    """The fleet's own per-host load: the container's 10 s gauge of streams in flight, {Model, InstanceType}.
+    Averaged over the fleet's hosts, so a slower fleet that holds its streams longer scales on its own."""
     return cloudwatch.Metric(
         namespace=props.metrics_namespace,
         metric_name="RequestsInFlight",
-        dimensions_map={"Model": props.model_name},
+        dimensions_map={"Model": props.model_name, "InstanceType": props.instance.name},
         statistic="Average",
         period=Duration.minutes(1),
     )
@@ -25,8 +27,6 @@ def requests_in_flight_metric(props: FleetProps) -> cloudwatch.Metric:
 class ServiceScaling(Construct):
     def __init__(self, scope: Construct, id: str, *, props: FleetProps, service: ecs.Ec2Service) -> None:
         super().__init__(scope, id)
-        # The container reports in-flight requests per model, not per instance type; least outstanding
-        # requests keeps per-host load alike across fleets, so each fleet scales on the region's average.
         self.scalable_task_count = service.auto_scale_task_count(
             min_capacity=props.deployed_bounds[0], max_capacity=props.deployed_bounds[1]
         )

@@ -3,6 +3,9 @@ region's shared target groups, with the alarm that says the fleet is short of ta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import jsii
 from aws_cdk import Aspects, CfnElement, Duration, IAspect, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -11,6 +14,7 @@ from aws_cdk import aws_ecs as ecs
 from constructs import Construct, IConstruct
 
 from cdk_constructs.fleet.props import FleetProps, FleetTargets
+from cdk_constructs.fleet.rollout import MAX_HEALTHY_PERCENT, MIN_HEALTHY_PERCENT
 from cdk_constructs.fleet.task_definition import CONTAINER_NAME
 from cdk_constructs.nag import acknowledge
 from cdk_constructs.network import HOST_SUBNETS
@@ -31,6 +35,26 @@ class _AfterCapacityProviderAssociations:
                     node.node.add_dependency(child)
 
 
+# Container Insights publishes the service's task counts once a minute.
+TASK_COUNT_PERIOD_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class ShortOfTasksRule:
+    """When "fewer tasks running than desired" is a fault rather than hosts still starting: each period
+    compares the fewest desired with the most running (so only a gap that lasted the whole period
+    breaches), and the gap must last longer than a cold start."""
+
+    period_seconds: int
+    evaluation_periods: int
+
+    @classmethod
+    def for_cold_start(cls, cold_start_budget_seconds: int) -> ShortOfTasksRule:
+        # Whole periods inside a cold start can all breach; one more than fit in it cannot.
+        periods = cold_start_budget_seconds // TASK_COUNT_PERIOD_SECONDS + 1
+        return cls(period_seconds=TASK_COUNT_PERIOD_SECONDS, evaluation_periods=periods)
+
+
 class ServingService(Construct):
     def __init__(
         self,
@@ -42,6 +66,7 @@ class ServingService(Construct):
         task_definition: ecs.Ec2TaskDefinition,
         capacity_provider: ecs.AsgCapacityProvider,
         targets: FleetTargets,
+        deployment_alarms: Sequence[cloudwatch.IAlarm] = (),
     ) -> None:
         super().__init__(scope, id)
         instance_type = props.instance.name
@@ -66,11 +91,20 @@ class ServingService(Construct):
             ],
             # ECS does not count Neuron devices: one task per host keeps two tasks off the same chips.
             placement_constraints=[ecs.PlacementConstraint.distinct_instances()],
+            # Tasks that never become healthy roll the deploy back; so does a deploy that trips the fleet's
+            # own alarms (a new image or AMI whose Neuron runtime cannot start, a device failing under it).
             circuit_breaker=ecs.DeploymentCircuitBreaker(enable=True, rollback=True),
+            deployment_alarms=ecs.DeploymentAlarmConfig(
+                alarm_names=[alarm.alarm_name for alarm in deployment_alarms],
+                behavior=ecs.AlarmBehavior.ROLLBACK_ON_ALARM,
+            )
+            if deployment_alarms
+            else None,
             health_check_grace_period=Duration.seconds(props.health_check_grace_seconds),
-            # Rolling deploys start new hosts before old ones stop: capacity never dips below the minimum.
-            min_healthy_percent=100,
-            max_healthy_percent=200,
+            # Rolling deploys start new hosts before old ones stop: capacity never dips below the minimum;
+            # the hosts' surge above the service maximum is what lets them start (rollout.py).
+            min_healthy_percent=MIN_HEALTHY_PERCENT,
+            max_healthy_percent=MAX_HEALTHY_PERCENT,
             propagate_tags=ecs.PropagatedTagSource.SERVICE,
             # Audited through the cluster's execute-command configuration (encrypted, logged).
             enable_execute_command=props.ecs_exec,
@@ -84,14 +118,10 @@ class ServingService(Construct):
             group.add_target(
                 self.service.load_balancer_target(container_name=CONTAINER_NAME, container_port=port)
             )
-        self.running_tasks = cloudwatch.Metric(
-            namespace="ECS/ContainerInsights",
-            metric_name="RunningTaskCount",
-            dimensions_map={"ClusterName": cluster.cluster_name, "ServiceName": self.service.service_name},
-            statistic="Minimum",
-            period=Duration.minutes(5),
-        )
-        self.alarms = self._alarms(props)
+        self._dimensions = {"ClusterName": cluster.cluster_name, "ServiceName": self.service.service_name}
+        self.running_tasks = self.task_count("RunningTaskCount", "Minimum", Duration.minutes(5))
+        self.below_desired_alarm = self._below_desired_alarm(props)
+        self.alarms = [self.below_desired_alarm]
 
     @staticmethod
     def _acknowledge_exec_grants(cluster: ecs.Cluster, task_definition: ecs.Ec2TaskDefinition) -> None:
@@ -118,19 +148,40 @@ class ServingService(Construct):
                 "Exec session transcripts: log streams of the one exec log group, named per session.",
             )
 
-    def _alarms(self, props: FleetProps) -> list[cloudwatch.Alarm]:
-        self.below_minimum_alarm: cloudwatch.Alarm | None = None
-        if props.min_hosts == 0:
-            return []  # a fleet allowed to be empty has no floor to fall below
-        self.below_minimum_alarm = cloudwatch.Alarm(
-            self,
-            "BelowMinimumTasks",
-            alarm_description=f"{props.instance.name}: fewer serving tasks than the configured minimum "
-            "hosts for 15 minutes (hosts failing to start, capacity shortage or a crash loop)",
-            metric=self.running_tasks,
-            threshold=props.min_hosts,
-            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-            evaluation_periods=3,
-            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+    def task_count(self, name: str, statistic: str, period: Duration) -> cloudwatch.Metric:
+        return cloudwatch.Metric(
+            namespace="ECS/ContainerInsights",
+            metric_name=name,
+            dimensions_map=self._dimensions,
+            statistic=statistic,
+            period=period,
         )
-        return [self.below_minimum_alarm]
+
+    def _below_desired_alarm(self, props: FleetProps) -> cloudwatch.Alarm:
+        """Tasks short of the desired count for longer than a cold start. Not against the configured
+        minimum: raising it for a peak (or scaling out) leaves new hosts starting for up to a cold start,
+        which is the plan working, not a fault."""
+        rule = ShortOfTasksRule.for_cold_start(props.cold_start_budget_seconds)
+        period = Duration.seconds(rule.period_seconds)
+        return cloudwatch.Alarm(
+            self,
+            "TasksBelowDesired",
+            alarm_description=f"{props.instance.name}: fewer serving tasks running than desired for longer "
+            f"than the {props.cold_start_budget_seconds} s cold-start budget (hosts failing to launch or "
+            "start, capacity shortage, a crash loop)",
+            metric=cloudwatch.MathExpression(
+                expression="desired - running",
+                using_metrics={
+                    "desired": self.task_count("DesiredTaskCount", "Minimum", period),
+                    "running": self.task_count("RunningTaskCount", "Maximum", period),
+                },
+                label="tasks short of desired",
+                period=period,
+            ),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=rule.evaluation_periods,
+            datapoints_to_alarm=rule.evaluation_periods,
+            # No task counts means no service to compare; "no healthy target" alarms cover an empty region.
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )

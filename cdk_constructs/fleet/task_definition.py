@@ -22,6 +22,10 @@ from settings.aws_limits import (
 )
 
 CONTAINER_NAME = "serving"
+MONITOR_CONTAINER_NAME = "neuron-monitor"
+# The sidecar runs neuron-monitor and turns its JSON reports into EMF lines (container/monitoring/).
+MONITOR_COMMAND = ["python3", "-m", "monitoring.neuron_exporter"]
+MONITOR_MEMORY_MIB = 256
 CONTAINER_DATA_DIR = "/opt/models"  # where the entrypoint puts weights/ and compiled/
 
 
@@ -89,24 +93,19 @@ class ServingTaskDefinition(Construct):
             network_mode=ecs.NetworkMode.AWS_VPC,
             task_role=task_role,
             volumes=[ecs.Volume(name="serving-data", host=ecs.Host(source_path=HOST_DATA_DIR))],
+            # neuron-monitor finds the Neuron runtimes by their processes: the sidecar must see the
+            # serving container's.
+            pid_mode=ecs.PidMode.TASK,
         )
         linux = ecs.LinuxParameters(self, "LinuxParameters", shared_memory_size=props.shared_memory_mib)
         linux.add_capabilities(ecs.Capability.IPC_LOCK)
-        linux.add_devices(
-            *(
-                ecs.Device(
-                    host_path=path,
-                    container_path=path,
-                    permissions=[ecs.DevicePermission.READ, ecs.DevicePermission.WRITE],
-                )
-                for path in props.instance.device_paths
-            )
-        )
+        linux.add_devices(*self._devices(props))
         timing = container_health_timing(props.cold_start_budget_seconds)
+        image = props.image.container_image(self)
         self.container = self.task_definition.add_container(
             CONTAINER_NAME,
             container_name=CONTAINER_NAME,
-            image=props.image.container_image(self),
+            image=image,
             # Leave the host a quarter of its memory for the OS, the ECS agent and the page cache that
             # loading weights leans on.
             memory_reservation_mib=props.instance.memory_gib * 1024 * 3 // 4,
@@ -131,6 +130,7 @@ class ServingTaskDefinition(Construct):
         self.container.add_mount_points(
             ecs.MountPoint(source_volume="serving-data", container_path=CONTAINER_DATA_DIR, read_only=False)
         )
+        self.monitor = self._monitor_sidecar(props, image, log_group)
         if props.image.pulls_from_ecr:
             acknowledge(
                 self.task_definition.obtain_execution_role(),
@@ -143,4 +143,41 @@ class ServingTaskDefinition(Construct):
             "AwsSolutions-ECS2",
             "The environment holds engine settings and paths (tensor-parallel degree, ports, S3 "
             "location), no secrets.",
+        )
+
+    @staticmethod
+    def _devices(props: FleetProps) -> list[ecs.Device]:
+        return [
+            ecs.Device(
+                host_path=path,
+                container_path=path,
+                permissions=[ecs.DevicePermission.READ, ecs.DevicePermission.WRITE],
+            )
+            for path in props.instance.device_paths
+        ]
+
+    def _monitor_sidecar(
+        self, props: FleetProps, image: ecs.ContainerImage, log_group: logs.ILogGroup
+    ) -> ecs.ContainerDefinition:
+        """neuron-monitor beside the engine, from the same image (the Neuron images carry aws-neuronx-tools):
+        one per host because there is one task per host, bound to this instance type's devices, and gone
+        with the task. Not essential: losing the metrics must not stop serving."""
+        linux = ecs.LinuxParameters(self, "MonitorLinuxParameters")
+        linux.add_devices(*self._devices(props))
+        return self.task_definition.add_container(
+            MONITOR_CONTAINER_NAME,
+            container_name=MONITOR_CONTAINER_NAME,
+            image=image,
+            # The image's entry point starts the engine; the sidecar replaces it.
+            entry_point=MONITOR_COMMAND,
+            essential=False,
+            memory_reservation_mib=MONITOR_MEMORY_MIB,
+            environment={
+                "INSTANCE_TYPE": props.instance.name,
+                "AWS_EMF_NAMESPACE": props.metrics_namespace,
+            },
+            linux_parameters=linux,
+            logging=ecs.LogDrivers.aws_logs(
+                stream_prefix=f"{props.instance.name}-monitor", log_group=log_group
+            ),
         )

@@ -10,7 +10,10 @@ from aws_cdk.assertions import Template
 from cdk_constructs.fleet import FleetProps, FleetTargets, ImageSource, NeuronFleet, ServingPorts
 from settings.instances import INSTANCES
 
-NEURON_AMI_PARAMETER = "/aws/service/ecs/optimized-ami/amazon-linux-2023/neuron/recommended/image_id"
+NEURON_AMI_PARAMETER = (
+    "/aws/service/ecs/optimized-ami/amazon-linux-2023/neuron/"
+    "al2023-ami-ecs-neuron-hvm-2023.0.20261113-kernel-6.1-x86_64/image_id"
+)
 
 
 def fleet_props(instance_type="inf2.48xlarge", **overrides):
@@ -19,6 +22,8 @@ def fleet_props(instance_type="inf2.48xlarge", **overrides):
         tensor_parallel=INSTANCES[instance_type].neuron_cores,
         min_hosts=2,
         max_hosts=20,
+        max_surge_percent=25,
+        ami_parameter_name=NEURON_AMI_PARAMETER,
         data_volume_gib=600,
         image=ImageSource(image_uri="public.ecr.aws/example/serving:1"),
         ports=ServingPorts(http=8000, grpc=8001, metrics=8002),

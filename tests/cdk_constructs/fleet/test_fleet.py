@@ -15,7 +15,13 @@ def _keys(value):
 
 def test_no_desired_capacity_anywhere(template):
     assert "DesiredCapacity" not in set(_keys(template.to_json()))
-    template.has_resource_properties("AWS::AutoScaling::AutoScalingGroup", {"MinSize": "2", "MaxSize": "20"})
+    template.has_resource_properties("AWS::AutoScaling::AutoScalingGroup", {"MinSize": "2"})
+
+
+def test_hosts_have_surge_headroom_above_the_service_maximum(template):
+    # Service tasks 2..20, hosts up to 20 + 5: a deploy at the maximum can still start new tasks.
+    template.has_resource_properties("AWS::AutoScaling::AutoScalingGroup", {"MaxSize": "25"})
+    template.has_resource_properties("AWS::ApplicationAutoScaling::ScalableTarget", {"MaxCapacity": 20})
 
 
 def test_fleet_of_a_type_ec2_does_not_offer_in_the_region_warns_at_synth(stack, vpc) -> None:

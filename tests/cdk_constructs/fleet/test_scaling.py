@@ -6,7 +6,7 @@ from cdk_constructs.fleet import ScheduledBounds
 from tests.cdk_constructs.fleet.builders import build, fleet_props
 
 
-def test_service_scales_on_requests_in_flight_within_config_bounds(template):
+def test_service_scales_on_its_own_fleets_requests_in_flight_within_config_bounds(template):
     template.has_resource_properties(
         "AWS::ApplicationAutoScaling::ScalableTarget", {"MinCapacity": 2, "MaxCapacity": 20}
     )
@@ -15,9 +15,18 @@ def test_service_scales_on_requests_in_flight_within_config_bounds(template):
         {
             "TargetTrackingScalingPolicyConfiguration": Match.object_like(
                 {
+                    "TargetValue": 24,
                     "CustomizedMetricSpecification": Match.object_like(
-                        {"MetricName": "RequestsInFlight", "Namespace": "LLMServing"}
-                    )
+                        {
+                            "MetricName": "RequestsInFlight",
+                            "Namespace": "LLMServing",
+                            "Dimensions": [
+                                {"Name": "InstanceType", "Value": "inf2.48xlarge"},
+                                {"Name": "Model", "Value": "assistant"},
+                            ],
+                            "Statistic": "Average",
+                        }
+                    ),
                 }
             )
         },

@@ -1,4 +1,7 @@
+from aws_cdk import Stack
 from aws_cdk.assertions import Match
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.cdk_constructs.fleet.builders import build, fleet_props
 
@@ -9,7 +12,11 @@ def test_service_runs_one_task_per_host_with_rollback_and_grace(template):
         {
             "PlacementConstraints": [{"Type": "distinctInstance"}],
             "DeploymentConfiguration": Match.object_like(
-                {"DeploymentCircuitBreaker": {"Enable": True, "Rollback": True}, "MinimumHealthyPercent": 100}
+                {
+                    "DeploymentCircuitBreaker": {"Enable": True, "Rollback": True},
+                    "MinimumHealthyPercent": 100,
+                    "MaximumPercent": 200,
+                }
             ),
             "HealthCheckGracePeriodSeconds": 2400,
             "CapacityProviderStrategy": [Match.object_like({"Weight": 1})],
@@ -42,19 +49,90 @@ def test_tasks_accept_traffic_only_from_the_load_balancer(template):
     } == {(8000, "AlbSg"), (8001, "AlbSg")}
 
 
-def test_fleet_alarms_when_running_tasks_fall_below_the_minimum(inf2):
-    fleet, template = inf2
-    assert fleet.alarms and fleet.serving.below_minimum_alarm is fleet.alarms[0]
-    template.has_resource_properties(
-        "AWS::CloudWatch::Alarm",
-        {"MetricName": "RunningTaskCount", "Threshold": 2, "ComparisonOperator": "LessThanThreshold"},
+def _short_of_tasks_alarm(template):
+    return next(
+        alarm["Properties"]
+        for alarm in template.find_resources("AWS::CloudWatch::Alarm").values()
+        if any(
+            query.get("Expression") == "desired - running" for query in alarm["Properties"].get("Metrics", [])
+        )
     )
 
 
-def test_fleet_allowed_to_be_empty_has_no_floor_alarm(stack, vpc):
+def test_fleet_alarms_when_tasks_stay_below_desired_beyond_the_cold_start(inf2):
+    fleet, template = inf2
+    assert fleet.serving.below_desired_alarm in fleet.alarms
+    alarm = _short_of_tasks_alarm(template)
+    stats = {
+        query["Id"]: (query["MetricStat"]["Metric"]["MetricName"], query["MetricStat"]["Stat"])
+        for query in alarm["Metrics"]
+        if "MetricStat" in query
+    }
+    assert stats == {"desired": ("DesiredTaskCount", "Minimum"), "running": ("RunningTaskCount", "Maximum")}
+    # 31 one-minute periods all short: longer than the 1800 s cold-start budget.
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (31, 31)
+    assert alarm["EvaluationPeriods"] * 60 > 1800
+    assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_fleet_allowed_to_be_empty_still_alarms_when_short_of_desired(stack, vpc):
     fleet, template = build(stack, vpc, fleet_props(min_hosts=0))
-    assert fleet.alarms == []
-    template.resource_count_is("AWS::CloudWatch::Alarm", 0)
+    assert fleet.serving.below_desired_alarm in fleet.alarms
+    assert _short_of_tasks_alarm(template)
+
+
+def _first_alarm_minute(alarm, desired, running):
+    """CloudWatch's M-of-N evaluation of the alarm's expression over per-minute task counts (Container
+    Insights publishes one datapoint a minute, so each one-minute period holds one sample)."""
+    needed, window = alarm["DatapointsToAlarm"], alarm["EvaluationPeriods"]
+    breaching = [d - r >= alarm["Threshold"] for d, r in zip(desired, running, strict=True)]
+    for minute in range(len(breaching)):
+        if sum(breaching[max(0, minute - window + 1) : minute + 1]) >= needed:
+            return minute
+    return None
+
+
+def _event_ramp(arrivals, *, before=2, after=12, raise_at=10, minutes=120):
+    """The minimum raised from `before` to `after` hosts at `raise_at` (a peak's scheduled action); each new
+    host's task runs `arrivals[i]` minutes after the raise."""
+    desired = [before if t < raise_at else after for t in range(minutes)]
+    running = [before + sum(1 for a in arrivals if raise_at + a <= t) for t in range(minutes)]
+    return desired, running
+
+
+def test_raising_the_minimum_for_an_event_does_not_trip_it_while_hosts_start(template):
+    alarm = _short_of_tasks_alarm(template)
+    # Ten new hosts, the last one in at the very end of the 30-minute cold-start budget.
+    desired, running = _event_ramp([3 * k for k in range(1, 11)])
+    assert _first_alarm_minute(alarm, desired, running) is None
+
+
+@given(st.lists(st.integers(0, 30), min_size=10, max_size=10))
+def test_no_ramp_within_the_cold_start_budget_trips_it(arrivals):
+    alarm = {"DatapointsToAlarm": 31, "EvaluationPeriods": 31, "Threshold": 1}
+    assert _first_alarm_minute(alarm, *_event_ramp(arrivals)) is None
+
+
+def test_a_host_that_never_starts_trips_it_just_after_the_budget(template):
+    alarm = _short_of_tasks_alarm(template)
+    desired, running = _event_ramp([3 * k for k in range(1, 10)])  # the tenth host never runs its task
+    assert _first_alarm_minute(alarm, desired, running) == 10 + 30
+
+
+def test_a_deploy_rolls_back_when_the_fleets_neuron_alarms_fire(inf2):
+    fleet, template = inf2
+    service = next(iter(template.find_resources("AWS::ECS::Service").values()))
+    alarms = service["Properties"]["DeploymentConfiguration"]["Alarms"]
+    assert alarms["Enable"] is True and alarms["Rollback"] is True
+    names = {name["Ref"] for name in alarms["AlarmNames"]}
+    assert names == {
+        stack_id(fleet.neuron.runtime_failure_alarm),
+        stack_id(fleet.neuron.hardware_error_alarm),
+    }
+
+
+def stack_id(construct):
+    return Stack.of(construct).get_logical_id(construct.node.default_child)
 
 
 def test_service_waits_for_the_capacity_provider_association(template):

@@ -1,0 +1,104 @@
+"""Whether a fleet's Neuron devices and runtime work: the Neuron runtime's failures counted from the serving
+logs, and the hardware errors the neuron-monitor sidecar publishes (container/monitoring/), each with its
+alarm. ECS Container Insights has no Neuron metrics, so both come from the host itself."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from cdk_constructs.fleet.props import FleetProps
+
+# Neuron runtime (NRT) and driver (TDRV) messages that mean the engine could not get or start its
+# NeuronCores: cores held by a process that did not exit, a device the container cannot open, a runtime
+# that does not match the host's driver. The engine then dies and the host serves nothing.
+NEURON_RUNTIME_FAILURE_TERMS = (
+    "NRT:nrt_allocate_neuron_cores",
+    "NRT:nrt_init",
+    "nrt_init failed",
+    "TDRV:tdrv_init",
+)
+RUNTIME_FAILURES_METRIC = "NeuronRuntimeFailures"
+
+
+def runtime_failures_metric_name(instance_type: str) -> str:
+    """A metric filter cannot give plain-text log lines a fixed dimension, so the instance type goes in the
+    metric's name: one series per fleet, like the sidecar's {InstanceType} ones."""
+    return f"{RUNTIME_FAILURES_METRIC}-{instance_type}"
+
+
+# What the sidecar publishes (container/monitoring/neuron_metrics.py), dimension InstanceType.
+NEURONCORE_UTILIZATION = "NeuronCoreUtilization"
+DEVICE_MEMORY_USED = "NeuronDeviceMemoryUsed"
+EXECUTION_ERRORS = "NeuronExecutionErrors"
+HARDWARE_ERRORS = "NeuronHardwareErrors"
+ECC_CORRECTED = "NeuronEccCorrected"
+
+
+def neuron_metric(props: FleetProps, name: str, statistic: str) -> cloudwatch.Metric:
+    return cloudwatch.Metric(
+        namespace=props.metrics_namespace,
+        metric_name=name,
+        dimensions_map={"InstanceType": props.instance.name},
+        statistic=statistic,
+        period=Duration.minutes(1),
+    )
+
+
+class NeuronHealth(Construct):
+    def __init__(self, scope: Construct, id: str, *, props: FleetProps, log_group: logs.ILogGroup) -> None:
+        super().__init__(scope, id)
+        instance_type = props.instance.name
+        # The fleet's log group holds only this instance type's tasks, so the count is per fleet.
+        logs.MetricFilter(
+            self,
+            "RuntimeFailures",
+            log_group=log_group,
+            filter_pattern=logs.FilterPattern.any_term(*NEURON_RUNTIME_FAILURE_TERMS),
+            metric_namespace=props.metrics_namespace,
+            metric_name=runtime_failures_metric_name(instance_type),
+            metric_value="1",
+            unit=cloudwatch.Unit.COUNT,
+        )
+        self.runtime_failures = cloudwatch.Metric(
+            namespace=props.metrics_namespace,
+            metric_name=runtime_failures_metric_name(instance_type),
+            statistic="Sum",
+            period=Duration.minutes(1),
+        )
+        self.runtime_failure_alarm = cloudwatch.Alarm(
+            self,
+            "RuntimeFailureAlarm",
+            alarm_description=f"{instance_type}: the Neuron runtime failed to start or to claim its "
+            "NeuronCores on a host (nrt_allocate_neuron_cores / NRT init / driver init errors in the serving "
+            "logs); that host serves nothing until its task is replaced",
+            metric=self.runtime_failures,
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=5,
+            datapoints_to_alarm=2,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.utilization = neuron_metric(props, NEURONCORE_UTILIZATION, "Average")
+        self.device_memory = neuron_metric(props, DEVICE_MEMORY_USED, "Maximum")
+        self.execution_errors = neuron_metric(props, EXECUTION_ERRORS, "Sum")
+        self.hardware_errors = neuron_metric(props, HARDWARE_ERRORS, "Sum")
+        self.ecc_corrected = neuron_metric(props, ECC_CORRECTED, "Sum")
+        self.hardware_error_alarm = cloudwatch.Alarm(
+            self,
+            "HardwareErrorAlarm",
+            alarm_description=f"{instance_type}: uncorrected ECC or hardware execution errors on a Neuron "
+            "device in 3 of the last 5 minutes: a failing device, replace its host",
+            metric=self.hardware_errors,
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+
+    @property
+    def alarms(self) -> list[cloudwatch.Alarm]:
+        return [self.runtime_failure_alarm, self.hardware_error_alarm]
