@@ -6,7 +6,7 @@ from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk.assertions import Match, Template
 
 from cdk_constructs.log_encryption import EncryptedLogs, LogProps
-from cdk_constructs.observability import FleetView, ObservabilityProps, ServingObservability
+from cdk_constructs.observability import FleetView, NeuronView, ObservabilityProps, ServingObservability
 
 PROPS = ObservabilityProps(
     dashboard_name="assistant-us-east-1",
@@ -16,6 +16,15 @@ PROPS = ObservabilityProps(
     ttft_p99_threshold_ms=900,
     alarm_email="oncall@example.com",
 )
+
+
+NEURON_SERIES = {
+    "utilization": "NeuronCoreUtilization",
+    "device_memory_used": "NeuronDeviceMemoryUsed",
+    "execution_errors": "NeuronExecutionErrors",
+    "hardware_errors": "NeuronHardwareErrors",
+    "runtime_failures": "NeuronRuntimeFailures-inf2.48xlarge",
+}
 
 
 @pytest.fixture
@@ -35,6 +44,12 @@ def template(stack, vpc):
             "inf2.48xlarge",
             cloudwatch.Metric(namespace="ECS/ContainerInsights", metric_name="RunningTaskCount"),
             cloudwatch.Metric(namespace="AWS/AutoScaling", metric_name="GroupInServiceInstances"),
+            NeuronView(
+                **{
+                    field: cloudwatch.Metric(namespace="LLMServing", metric_name=name)
+                    for field, name in NEURON_SERIES.items()
+                }
+            ),
         )
     ]
     ServingObservability(
@@ -132,3 +147,26 @@ def test_cloudwatch_may_use_the_key_to_publish_alarms_to_the_encrypted_topic(tem
     )
     assert sorted(statement["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey*"]
     assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+
+
+def test_dashboard_shows_neuron_device_series_per_fleet(template):
+    body = _dashboard_body(template)
+    for name in NEURON_SERIES.values():
+        assert f'"LLMServing","{name}",{{"label":"inf2.48xlarge' in body, name
+    assert "NeuronCore utilisation per fleet (%)" in body
+
+
+def test_cloudwatch_may_publish_to_the_topic_only_for_this_accounts_degraded_alarm(template):
+    policy = next(iter(template.find_resources("AWS::SNS::TopicPolicy").values()))["Properties"]
+    statements = policy["PolicyDocument"]["Statement"]
+    allow = next(s for s in statements if s.get("Sid") == "AllowCloudWatchAlarms")
+    assert allow["Effect"] == "Allow"
+    assert allow["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert allow["Action"] == "sns:Publish"
+    composite = next(iter(template.find_resources("AWS::CloudWatch::CompositeAlarm")))
+    assert allow["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+        "ArnLike": {"aws:SourceArn": [{"Fn::GetAtt": [composite, "Arn"]}]},
+    }
+    # The deny-without-TLS statement stays: the allow is added to it, not instead of it.
+    assert any(s["Effect"] == "Deny" and "aws:SecureTransport" in json.dumps(s) for s in statements)

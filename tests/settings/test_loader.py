@@ -398,6 +398,21 @@ BAD_CONFIGS = [
         ["operations.session_manger", "did you mean 'session_manager'"],
         id="typo-in-operations",
     ),
+    pytest.param(
+        MINIMAL.replace("inf2.48xlarge, tensor_parallel: 24", "trn2.48xlarge, tensor_parallel: 64"),
+        ["regions.us-east-1.fleets[0] is a trn2.48xlarge fleet", "container.image_uris.trn2 is not set"],
+        id="trn2-without-its-image",
+    ),
+    pytest.param(
+        MINIMAL + "container:\n  neuron_ami_release: latest\n",
+        ["container.neuron_ami_release", "not an ECS AL2023 Neuron AMI release name"],
+        id="ami-release-not-a-release-name",
+    ),
+    pytest.param(
+        MINIMAL + "serving:\n  deployment:\n    max_surge_percent: 0\n",
+        ["serving.deployment.max_surge_percent"],
+        id="deploy-without-surge",
+    ),
     pytest.param("regions: [\n", ["config.yaml:2", "not valid YAML"], id="yaml-syntax"),
     pytest.param("- a\n- b\n", ["the top level must be a mapping"], id="top-level-list"),
     pytest.param("", ["config file is empty"], id="empty-file"),
@@ -484,6 +499,8 @@ def test_overlay_can_add_a_fleet_and_a_region(tmp_path: Path) -> None:
         tmp_path,
         """\
         base: base.yaml
+        container:
+          image_uris: {trn2: registry.example.com/serving:trn2}
         regions:
           us-east-1:
             fleets:

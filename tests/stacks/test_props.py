@@ -69,7 +69,7 @@ def test_fleet_props_carry_the_config(settings, overlay):
     environment = dict(built.environment)
     assert environment["ENGINE_MAX_NUM_SEQS"] == "32"
     assert environment["ASSISTANT_MAX_TOKENS_LIMIT"] == "1024"
-    assert built.target_requests_in_flight == 24
+    assert built.target_requests_in_flight == 96  # 4 engine replicas x 32 sequences x 0.75
     assert built.offered_in_region
     elsewhere = overlay(
         "regions:\n  eu-west-1:\n    weight: 1\n    fleets:\n"
@@ -285,3 +285,37 @@ def test_at_every_moment_after_deploy_the_bounds_are_the_event_in_its_window_els
             continue
         inside = [bounds for ramp, end, bounds in expected if ramp <= moment < end]
         assert _bounds_at(schedule, moment) == (inside[0] if inside else (2, 20)), moment
+
+
+def test_scaling_target_is_a_share_of_each_fleets_serving_slots(settings):
+    inf2, trn1 = settings.regions["us-east-1"].fleets
+    assert props.target_requests_in_flight(settings, inf2) == 3 * 32 * props.TARGET_BATCH_UTILIZATION
+    assert props.target_requests_in_flight(settings, trn1) == 4 * 32 * props.TARGET_BATCH_UTILIZATION
+
+
+def test_hosts_surge_above_the_service_maximum_by_the_configured_share(settings, overlay):
+    inf2 = settings.regions["us-east-1"].fleets[0]
+    built = props.fleet_props(settings, "us-east-1", inf2)
+    hosts = built.host_bounds(*built.deployed_bounds)
+    assert (built.max_hosts, hosts.max_hosts, hosts.min_hosts) == (20, 25, 2)
+    bigger = props.fleet_props(
+        overlay("serving:\n  deployment:\n    max_surge_percent: 50\n"), "us-east-1", inf2
+    )
+    assert bigger.host_bounds(2, 20).max_hosts == 30
+
+
+def test_ami_is_a_named_release_unless_recommended_is_asked_for(settings, overlay):
+    fleet = settings.regions["us-east-1"].fleets[0]
+    pinned = props.fleet_props(settings, "us-east-1", fleet).ami_parameter_name
+    assert pinned == (
+        "/aws/service/ecs/optimized-ami/amazon-linux-2023/neuron/"
+        "al2023-ami-ecs-neuron-hvm-2023.0.20261113-kernel-6.1-x86_64/image_id"
+    )
+    moved = overlay(
+        "container:\n  neuron_ami_release: al2023-ami-ecs-neuron-hvm-2023.0.20261201-kernel-6.1-x86_64\n"
+    )
+    assert "2023.0.20261201" in props.fleet_props(moved, "us-east-1", fleet).ami_parameter_name
+    latest = overlay("container:\n  neuron_ami_release: recommended\n")
+    assert props.fleet_props(latest, "us-east-1", fleet).ami_parameter_name.endswith(
+        "/neuron/recommended/image_id"
+    )

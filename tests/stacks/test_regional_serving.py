@@ -36,7 +36,7 @@ def test_every_fleet_maps_every_neuron_device_of_its_type(settings, templates):
         tasks = resources(template, "AWS::ECS::TaskDefinition").values()
         mapped = {}
         for task in tasks:
-            container = task["Properties"]["ContainerDefinitions"][0]
+            container = next(c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "serving")
             environment = {e["Name"]: e["Value"] for e in container["Environment"]}
             mapped[environment["INSTANCE_TYPE"]] = [
                 d["HostPath"] for d in container["LinuxParameters"]["Devices"]
@@ -85,7 +85,7 @@ def test_alb_checks_model_readiness_on_the_traffic_port(settings, templates):
 def test_tasks_get_shared_memory_and_the_maximum_stop_timeout(settings, templates):
     for template in templates.values():
         for task in resources(template, "AWS::ECS::TaskDefinition").values():
-            container = task["Properties"]["ContainerDefinitions"][0]
+            container = next(c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "serving")
             assert container["LinuxParameters"]["SharedMemorySize"] == settings.serving.shared_memory_mib
             assert container["StopTimeout"] == 120
 
@@ -117,6 +117,54 @@ def test_task_logs_and_flow_logs_are_encrypted(templates):
 def _normalized(template):
     """Asset hashes change whenever container/ changes; the snapshot is about the infrastructure."""
     return json.loads(ASSET_HASH.sub("<asset-hash>", json.dumps(template, sort_keys=True)))
+
+
+def test_every_service_rolls_back_on_its_fleets_alarms_beside_the_circuit_breaker(templates):
+    for region, template in templates.items():
+        alarms = resources(template, "AWS::CloudWatch::Alarm")
+        for service in resources(template, "AWS::ECS::Service").values():
+            deployment = service["Properties"]["DeploymentConfiguration"]
+            assert deployment["DeploymentCircuitBreaker"] == {"Enable": True, "Rollback": True}, region
+            names = deployment["Alarms"]["AlarmNames"]
+            assert len(names) == 2 and all(name["Ref"] in alarms for name in names), region
+
+
+def test_hosts_surge_above_each_services_maximum(settings, templates):
+    for region, template in templates.items():
+        maxima = sorted(
+            int(g["Properties"]["MaxSize"])
+            for g in resources(template, "AWS::AutoScaling::AutoScalingGroup").values()
+        )
+        services = sorted(
+            t["Properties"]["MaxCapacity"]
+            for t in resources(template, "AWS::ApplicationAutoScaling::ScalableTarget").values()
+        )
+        assert [m - s for m, s in zip(maxima, services, strict=True)] == [3, 5], region  # 25% of 10 and of 20
+
+
+def test_hosts_boot_the_pinned_neuron_ami_release(settings, templates):
+    for template in templates.values():
+        defaults = {p.get("Default") for p in template["Parameters"].values()}
+        assert (
+            f"/aws/service/ecs/optimized-ami/amazon-linux-2023/neuron/{settings.container.neuron_ami_release}/image_id"
+            in defaults
+        )
+        assert not any("recommended" in str(d) for d in defaults)
+
+
+def test_region_degraded_hears_every_fleets_neuron_and_task_alarms(templates):
+    for region, template in templates.items():
+        composite = next(iter(resources(template, "AWS::CloudWatch::CompositeAlarm").values()))
+        rule = json.dumps(composite["Properties"]["AlarmRule"])
+        metric_names = set()
+        for logical_id, alarm in resources(template, "AWS::CloudWatch::Alarm").items():
+            assert logical_id in rule, (region, logical_id)
+            metric_names.add(alarm["Properties"].get("MetricName"))
+        assert {
+            "NeuronHardwareErrors",
+            "NeuronRuntimeFailures-inf2.48xlarge",
+            "NeuronRuntimeFailures-trn1.32xlarge",
+        } <= metric_names
 
 
 def test_stack_matches_snapshot(templates, snapshot):
