@@ -48,8 +48,11 @@ node_modules/.installed: package.json package-lock.json
 validate: venv
 	$(VENV)/bin/python -m settings $(CONFIG)
 
+# aws-cdk-lib's built-in CloudFormation validation is skipped here: it checks the templates against the same
+# resource schemas as cfn-lint, which `make lint` and the tests run on every template, and it is most of
+# synth's time (README, "Benchmarks"). `make deploy` and `make diff` keep it.
 synth: validate node
-	$(CDK) synth --quiet -c config=$(CONFIG)
+	$(CDK) synth --quiet --no-validation -c config=$(CONFIG)
 	@echo "templates in cdk.out/: $$(ls cdk.out/*.template.json | xargs -n1 basename | tr '\n' ' ')"
 
 test: test-infra test-container

@@ -1,6 +1,7 @@
 """One Neuron instance type's hosts and the serving service on them, composed from parts with one job each:
-hosts (launch template, ASG, capacity provider), the task definition, the service with its alarms, and its
-scaling. `NeuronFleet` in fleet.py puts them together."""
+hosts (launch template, ASG, capacity provider), the task definition (with the neuron-monitor sidecar), the
+Neuron health alarms, the service with its alarms and deployment rollback, and its scaling. `NeuronFleet`
+in fleet.py puts them together."""
 
 from cdk_constructs.fleet.fleet import NeuronFleet
 from cdk_constructs.fleet.image import ImageSource

@@ -33,7 +33,7 @@ class NeuronFleet(Construct):
         cluster: ecs.Cluster,
         targets: FleetTargets,
         task_role: iam.IRole,
-        log_group: logs.ILogGroup,
+        log_group: logs.ILogGroup,  # this fleet's own: its Neuron runtime failures are counted from it
     ) -> None:
         super().__init__(scope, id)
         self.props = props
