@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -44,6 +45,10 @@ def _resolve(value: Any) -> str:
             return f"<{value['Ref']}>"
         if "Fn::GetAtt" in value:
             return f"<{value['Fn::GetAtt'][0]}>"
+        if "Fn::Select" in value:  # a part of a resource's name or ARN: show which resource
+            return _resolve(value["Fn::Select"][1])
+        if "Fn::Split" in value:
+            return _resolve(value["Fn::Split"][1])
     raise ValueError(f"cannot resolve {value!r} in a dashboard body")
 
 
@@ -67,12 +72,18 @@ def _series_label(metric: list[Any]) -> str:
     return f"{names[1] if len(names) > 1 else names[0]} {stat}".strip()
 
 
+def _alarm_label(alarm: str) -> str:
+    """An alarm's ARN as resolved here (<LogicalId>, a name for composites) -> a readable name."""
+    name = alarm.strip("<>").rsplit(":", 1)[-1]
+    return re.sub(r"[0-9A-F]{8}$", "", name)  # CDK's logical-id hash suffix
+
+
 def widget_boxes(body: dict[str, Any]) -> list[WidgetBox]:
     boxes = []
     for widget in body.get("widgets", []):
         properties = widget.get("properties", {})
         if widget["type"] == "alarm":
-            series: tuple[str, ...] = (f"{len(properties.get('alarms', []))} alarms, one status each",)
+            series: tuple[str, ...] = tuple(_alarm_label(alarm) for alarm in properties.get("alarms", []))
         else:
             series = tuple(_series_label(metric) for metric in properties.get("metrics", []))
         boxes.append(
@@ -113,20 +124,25 @@ def render(boxes: list[WidgetBox], title: str, output: Path) -> None:
                 edgecolor="#7a8799",
             )
         )
-        heading = "\n".join(textwrap.wrap(box.title, width=max(12, box.width * 4)))
+        heading = "\n".join(textwrap.wrap(box.title, width=max(12, box.width * 6)))
         axes.text(box.x + 0.35, box.y + 0.35, heading, va="top", fontsize=8.5, fontweight="bold")
         lines = heading.count("\n") + 1
-        shown = list(box.series[: int(box.height * 2.2) - lines - 1])
-        if len(box.series) > len(shown):
-            shown.append(f"... {len(box.series) - len(shown)} more")
-        axes.text(
-            box.x + 0.45,
-            box.y + 0.45 + 0.45 * lines,
-            "\n".join(f"- {label}" for label in shown),
-            va="top",
-            fontsize=7,
-            color="#333333",
-        )
+        # Series in columns of at most a box's height of lines, as many columns as the width allows.
+        per_column = max(1, int(box.height * 2.2) - lines - 1)
+        columns = max(1, box.width // 6)
+        shown = list(box.series[: per_column * columns])
+        for column in range(columns):
+            labels = shown[column * per_column : (column + 1) * per_column]
+            if not labels:
+                break
+            axes.text(
+                box.x + 0.45 + column * box.width / columns,
+                box.y + 0.45 + 0.45 * lines,
+                "\n".join(f"- {label}" for label in labels),
+                va="top",
+                fontsize=7,
+                color="#333333",
+            )
     figure.tight_layout()
     figure.savefig(output, dpi=110)
     plt.close(figure)

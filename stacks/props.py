@@ -38,8 +38,11 @@ ORCHESTRATOR_DIRECTORY = Path(__file__).resolve().parents[1] / "orchestrator"
 POWERTOOLS_VERSION = "3.37.0"
 # The serving image's build context, found from this file so synth works from any working directory.
 CONTAINER_DIRECTORY = Path(__file__).resolve().parents[1] / "container"
-# Kept out of the image build context: caches and local-only state that would only change the asset hash.
+# Kept out of the image build context: caches, build output and local-only state that would only change the
+# asset hash and slow every synth's staging (container/.dockerignore adds local/).
 CONTAINER_ASSET_EXCLUDE = (
+    "build",
+    "**/.venv*",
     "**/__pycache__",
     "**/*.pyc",
     "**/.pytest_cache",

@@ -34,6 +34,7 @@ def test_body_resolves_references_and_boxes_keep_the_grid_positions():
         ("alarm", 0, 0, 24, 6),
         ("metric", 0, 6, 12, 6),
     ]
+    assert boxes[0].series == ("RegionDegraded",)
     assert boxes[1].series == ("inf2.48xlarge tasks", "NeuronCoreUtilization Average")
 
 
