@@ -1,0 +1,40 @@
+"""The Prime Day overlay's templates keep what the default's do: surge hosts above the raised maxima, the
+short-of-tasks alarm against the cold start rather than the raised minimum, and deployment rollback."""
+
+from __future__ import annotations
+
+import pytest
+
+from settings import load_settings
+from stacks.serving_app import build_app
+from tests.stacks.conftest import REPO, resources
+
+
+@pytest.fixture(scope="module")
+def prime_day(tmp_path_factory):
+    settings = load_settings(REPO / "config" / "prime-day.yaml")
+    assembly = build_app(settings, outdir=str(tmp_path_factory.mktemp("prime-day")), nag=False).synth()
+    return {stack.environment.region: stack.template for stack in assembly.stacks}
+
+
+def test_raised_maxima_keep_their_surge_hosts(prime_day):
+    groups = resources(prime_day["us-east-1"], "AWS::AutoScaling::AutoScalingGroup").values()
+    targets = resources(prime_day["us-east-1"], "AWS::ApplicationAutoScaling::ScalableTarget").values()
+    assert sorted(int(g["Properties"]["MaxSize"]) for g in groups) == [38, 75]  # 30 + 8, 60 + 15
+    assert sorted(t["Properties"]["MaxCapacity"] for t in targets) == [30, 60]
+    assert sorted(t["Properties"]["MinCapacity"] for t in targets) == [6, 12]
+
+
+def test_short_of_tasks_alarm_ignores_the_raised_minimum_and_services_roll_back_on_alarms(prime_day):
+    for region, template in prime_day.items():
+        alarms = resources(template, "AWS::CloudWatch::Alarm").values()
+        short = [
+            a["Properties"]
+            for a in alarms
+            if any(q.get("Expression") == "desired - running" for q in a["Properties"].get("Metrics", []))
+        ]
+        assert len(short) == 2, region
+        assert all(a["Threshold"] == 1 and a["EvaluationPeriods"] == 31 for a in short), region
+        assert not any(a["Properties"].get("MetricName") == "RunningTaskCount" for a in alarms), region
+        for service in resources(template, "AWS::ECS::Service").values():
+            assert service["Properties"]["DeploymentConfiguration"]["Alarms"]["Rollback"] is True
