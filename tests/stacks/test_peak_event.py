@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from cdk_constructs.fleet.rollout import HostBounds
 from settings import Settings, load_settings
 from stacks.serving_app import build_app
 from tests.stacks.conftest import REPO, keys, resources
@@ -77,7 +78,15 @@ def test_every_event_fleet_has_its_raise_and_restore_on_the_scalable_target_and_
                 (properties["StartTime"].removesuffix("Z"), properties["MinSize"], properties["MaxSize"])
             )
         assert on_targets == expected, region
-        assert {fleet: sorted(actions) for fleet, actions in on_groups.items()} == expected, region
+        # The group's maximum keeps the deploy surge above the task maximum (rollout.py).
+        surge = peak_settings.serving.deployment.max_surge_percent
+        expected_hosts = {
+            fleet: [
+                (at, low, HostBounds.for_service(low, high, surge).max_hosts) for at, low, high in changes
+            ]
+            for fleet, changes in expected.items()
+        }
+        assert {fleet: sorted(actions) for fleet, actions in on_groups.items()} == expected_hosts, region
 
 
 def test_still_no_desired_capacity_anywhere(peak_templates):

@@ -40,7 +40,8 @@ def test_a_deploy_during_an_event_starts_group_and_service_at_its_bounds_but_ala
     stack, vpc
 ):
     _, template = build(stack, vpc, fleet_props(min_hosts=2, max_hosts=20, event_bounds_at_deploy=(12, 60)))
-    template.has_resource_properties("AWS::AutoScaling::AutoScalingGroup", {"MinSize": "12", "MaxSize": "60"})
+    # The group keeps the deploy surge above the event maximum: 60 + 25% = 75 hosts.
+    template.has_resource_properties("AWS::AutoScaling::AutoScalingGroup", {"MinSize": "12", "MaxSize": "75"})
     template.has_resource_properties(
         "AWS::ApplicationAutoScaling::ScalableTarget", {"MinCapacity": 12, "MaxCapacity": 60}
     )

@@ -88,7 +88,7 @@ def test_event_bounds_are_scheduled_on_the_group_minimum_and_maximum_without_des
     assert sorted(
         (a["Properties"]["StartTime"], a["Properties"]["MinSize"], a["Properties"]["MaxSize"])
         for a in actions.values()
-    ) == [("2027-07-08T06:00:00Z", 12, 60), ("2027-07-10T07:00:00Z", 2, 20)]
+    ) == [("2027-07-08T06:00:00Z", 12, 75), ("2027-07-10T07:00:00Z", 2, 25)]  # maxima + the 25% deploy surge
     assert all("DesiredCapacity" not in a["Properties"] for a in actions.values())
 
 
