@@ -68,34 +68,41 @@ class NeuronHealth(Construct):
             statistic="Sum",
             period=Duration.minutes(1),
         )
-        self.runtime_failure_alarm = cloudwatch.Alarm(
-            self,
+        self.runtime_failure_alarm = self._any_in_minutes(
             "RuntimeFailureAlarm",
-            alarm_description=f"{instance_type}: the Neuron runtime failed to start or to claim its "
-            "NeuronCores on a host (nrt_allocate_neuron_cores / NRT init / driver init errors in the serving "
-            "logs); that host serves nothing until its task is replaced",
-            metric=self.runtime_failures,
-            threshold=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            evaluation_periods=5,
-            datapoints_to_alarm=2,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            self.runtime_failures,
+            minutes=2,
+            description=f"{instance_type}: the Neuron runtime failed to start or to claim its NeuronCores "
+            "on a host (nrt_allocate_neuron_cores / NRT init / driver init errors in the serving logs) in 2 "
+            "of the last 5 minutes; that host serves nothing until its task is replaced",
         )
         self.utilization = neuron_metric(props, NEURONCORE_UTILIZATION, "Average")
         self.device_memory = neuron_metric(props, DEVICE_MEMORY_USED, "Maximum")
         self.execution_errors = neuron_metric(props, EXECUTION_ERRORS, "Sum")
         self.hardware_errors = neuron_metric(props, HARDWARE_ERRORS, "Sum")
         self.ecc_corrected = neuron_metric(props, ECC_CORRECTED, "Sum")
-        self.hardware_error_alarm = cloudwatch.Alarm(
-            self,
+        # A single event can be a blip; errors in 3 of 5 minutes are a failing device.
+        self.hardware_error_alarm = self._any_in_minutes(
             "HardwareErrorAlarm",
-            alarm_description=f"{instance_type}: uncorrected ECC or hardware execution errors on a Neuron "
-            "device in 3 of the last 5 minutes: a failing device, replace its host",
-            metric=self.hardware_errors,
+            self.hardware_errors,
+            minutes=3,
+            description=f"{instance_type}: uncorrected ECC or hardware execution errors on a Neuron device "
+            "in 3 of the last 5 minutes: a failing device, replace its host",
+        )
+
+    def _any_in_minutes(
+        self, id: str, metric: cloudwatch.Metric, *, minutes: int, description: str
+    ) -> cloudwatch.Alarm:
+        """At least one event in `minutes` of the last five one-minute periods; no data is no event."""
+        return cloudwatch.Alarm(
+            self,
+            id,
+            alarm_description=description,
+            metric=metric,
             threshold=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             evaluation_periods=5,
-            datapoints_to_alarm=3,
+            datapoints_to_alarm=minutes,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
 

@@ -65,3 +65,18 @@ def test_neuron_monitor_runs_as_a_sidecar_that_sees_the_engines_devices_and_proc
     assert (
         environment.items() >= {"INSTANCE_TYPE": "inf2.48xlarge", "AWS_EMF_NAMESPACE": "LLMServing"}.items()
     )
+
+
+def test_alarms_and_dashboard_read_the_names_the_sidecar_publishes():
+    # The exporter runs in the image, the alarms in CDK: the one contract between them is these names.
+    from cdk_constructs.fleet import neuron_health
+    from monitoring import neuron_metrics
+
+    for name in (
+        "NEURONCORE_UTILIZATION",
+        "DEVICE_MEMORY_USED",
+        "EXECUTION_ERRORS",
+        "HARDWARE_ERRORS",
+        "ECC_CORRECTED",
+    ):
+        assert getattr(neuron_health, name) == getattr(neuron_metrics, name)
