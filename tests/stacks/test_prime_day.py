@@ -1,5 +1,6 @@
-"""The Prime Day overlay's templates keep what the default's do: surge hosts above the raised maxima, the
-short-of-tasks alarm against the cold start rather than the raised minimum, and deployment rollback."""
+"""The Prime Day overlay (an event that raises each fleet's bounds ahead of its start) keeps what the default
+does: surge hosts above the raised maxima, the short-of-tasks alarm against the cold start rather than the
+raised minimum, and deployment rollback."""
 
 from __future__ import annotations
 
@@ -18,11 +19,15 @@ def prime_day(tmp_path_factory):
 
 
 def test_raised_maxima_keep_their_surge_hosts(prime_day):
-    groups = resources(prime_day["us-east-1"], "AWS::AutoScaling::AutoScalingGroup").values()
-    targets = resources(prime_day["us-east-1"], "AWS::ApplicationAutoScaling::ScalableTarget").values()
-    assert sorted(int(g["Properties"]["MaxSize"]) for g in groups) == [38, 75]  # 30 + 8, 60 + 15
-    assert sorted(t["Properties"]["MaxCapacity"] for t in targets) == [30, 60]
-    assert sorted(t["Properties"]["MinCapacity"] for t in targets) == [6, 12]
+    template = prime_day["us-east-1"]
+    groups = resources(template, "AWS::AutoScaling::AutoScalingGroup").values()
+    assert sorted(int(g["Properties"]["MaxSize"]) for g in groups) == [13, 25]  # 10 + 3, 20 + 5
+    raised = sorted(
+        (a["Properties"]["MinSize"], a["Properties"]["MaxSize"])
+        for a in resources(template, "AWS::AutoScaling::ScheduledAction").values()
+        if a["Properties"]["MinSize"] > 2
+    )
+    assert raised == [(87, 131 + 33), (173, 260 + 65)]  # the event's maxima + 25%
 
 
 def test_short_of_tasks_alarm_ignores_the_raised_minimum_and_services_roll_back_on_alarms(prime_day):
