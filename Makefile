@@ -18,7 +18,8 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 CDK := npx --no-install cdk --no-notices
 
 .PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy preflight \
-        serve ask image bench bench-serving bench-retrieval clean rehearse-routing traffic plan plan-plot bench-plan
+        index serve ask image bench bench-serving bench-retrieval clean rehearse-routing traffic plan plan-plot \
+        bench-plan
 
 help:
 	@echo "make synth [CONFIG=file]   synthesize every stack of a config into cdk.out/ (offline)"
@@ -26,7 +27,8 @@ help:
 	@echo "make lint                  ruff, cfn-lint on cdk.out, hadolint on the Dockerfile"
 	@echo "make deploy | diff | destroy [CONFIG=file]   for users with an AWS account"
 	@echo "make preflight CONFIG=file   check quotas, zones and reservations for a config's events (AWS account)"
-	@echo "make serve / make ask Q=\"...\"   run the assistant locally on a real Triton server"
+	@echo "make index CATALOG=products.jsonl|.csv [UPLOAD=s3://...]   build the shop's catalog index"
+	@echo "make serve [CATALOG=file] / make ask Q=\"...\"   run the assistant locally on a real Triton server"
 	@echo "make image                 build the production container (needs Docker)"
 	@echo "make rehearse-routing SCENARIO=file [JSON=1]   replay a routing scenario offline"
 	@echo "make traffic [ARGS=\"show|pin REGION=WEIGHT --for 2h|clear\"]   region weights (AWS account)"
@@ -133,17 +135,28 @@ $(SERVE_VENV)/.installed: $(SERVE_REQS)
 	$(SERVE_VENV)/bin/python -c "import numpy, sys; sys.exit(numpy.__version__ != '1.26.4')"
 	touch $@
 
+# A base temp folder of its own: the servers' backends live there, and pytest prunes shared /tmp folders.
 test-container: serve-env
-	$(SERVE_VENV)/bin/pytest tests/container -q
+	$(SERVE_VENV)/bin/pytest tests/container -q --basetemp=build/pytest-container
+
+# The shop's own catalog: JSON Lines or CSV in, an index folder (and optionally its upload to S3) out.
+CATALOG ?=
+INDEX_DIR ?= build/catalog-index
+UPLOAD ?=
+index: serve-env
+	@test -n "$(CATALOG)" || { echo "usage: make index CATALOG=products.jsonl (or .csv) [UPLOAD=s3://bucket/prefix]" >&2; exit 2; }
+	PYTHONPATH=container $(SERVE_VENV)/bin/python -m assistant.retrieve --catalog "$(CATALOG)" --index "$(INDEX_DIR)" \
+		$(if $(UPLOAD),--upload "$(UPLOAD)")
 
 serve: serve-env
-	PYTHONPATH=container $(SERVE_VENV)/bin/python -m local.serve
+	PYTHONPATH=container $(SERVE_VENV)/bin/python -m local.serve $(if $(CATALOG),--catalog "$(CATALOG)")
 
 ask: serve-env
 	PYTHONPATH=container $(SERVE_VENV)/bin/python -m local.ask "$(Q)"
 
+PROFILE_OUT ?=
 bench-serving: serve-env
-	$(SERVE_VENV)/bin/python bench/serving_ttft.py
+	$(SERVE_VENV)/bin/python bench/serving_ttft.py $(if $(PROFILE_OUT),--profile-out "$(PROFILE_OUT)")
 
 bench-retrieval: serve-env
 	$(SERVE_VENV)/bin/python bench/retrieval_index.py

@@ -7,6 +7,7 @@ up to 300 ms on an LLM planning call), is deterministic, and every rule is a tab
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -38,6 +39,8 @@ class QueryPlan:
     search_query: str
     top_k: int
     max_price: float | None = None
+    # "cheapest", "lowest price": rank the relevant products by price rather than by relevance alone.
+    sort_by_price: bool = False
 
 
 def _word_set(text: str) -> frozenset[str]:
@@ -50,9 +53,30 @@ _PRICE_CAP = re.compile(
     r"(?P<dollar>\$)?\s*(?P<amount>\d{1,7}(?:\.\d{1,2})?)(?!\d|\.\d)\s*(?P<k>k\b)?"
     r"(?!\s*(?:pounds|lbs?|kg|kilos?|grams?|g\b|oz|ounces|inch|inches|in\b|cm|mm|feet|ft|liters?|l\b|"
     r"hours?|hrs?|minutes?|mins?|days?|years?|people|person|watts?|w\b|mah|gb|tb|hz)\b)"
-    r"\s*(?:dollars|usd|bucks)?",
+    r"\s*(?P<currency>dollars|usd|bucks|euros?|eur|pounds\s+sterling|gbp)?",
     re.IGNORECASE,
 )
+# A bare number after "under" is a price only where the question talks money ("tv under 55" is a size).
+_PRICE_CONTEXT = frozenset(
+    [
+        "price",
+        "prices",
+        "priced",
+        "cost",
+        "costs",
+        "budget",
+        "spend",
+        "spending",
+        "cheap",
+        "cheaper",
+        "affordable",
+        "dollar",
+        "dollars",
+        "usd",
+        "bucks",
+    ]
+)
+_CHEAPEST = (" cheapest ", " lowest price ", " least expensive ", " most affordable ", " lowest priced ")
 
 _OFF_TOPIC_WORDS = _word_set(
     """
@@ -119,7 +143,8 @@ _FILLER_WORDS = _word_set(
     compare compared comparing comparison difference differences between better than tips tip guide advice
     choose choosing pick about tell know like really very just also one ones under below less cheaper over
     above dollars usd bucks price priced cost costs around im ive id dont doesnt s t shopping shop store
-    options option us them they their he she his her much many worth
+    options option us them they their he she his her much many worth cheapest lowest least expensive
+    affordable most budget spend spending
     """
 )
 
@@ -135,24 +160,45 @@ def _lexicon_form(word: str) -> str:
     return word
 
 
-def _price_cap(match: re.Match[str]) -> float:
+def _price_cap(match: re.Match[str], words: set[str]) -> float | None:
+    """The cap a match states, or None when a bare number has no money around it."""
+    explicit = match.group("dollar") or match.group("currency") or match.group("k")
+    if not explicit and not words & _PRICE_CONTEXT:
+        return None
     amount = float(match.group("amount"))
     return amount * 1000 if match.group("k") else amount
 
 
-def plan_query(text: str) -> QueryPlan:
-    """Classifies a shopping question and decides the retrieval for it. Never raises on any str."""
+CatalogTerms = Callable[[str], bool]
+
+
+def _demo_nouns(word: str) -> bool:
+    return _lexicon_form(word) in _PRODUCT_NOUNS
+
+
+def plan_query(text: str, in_catalog: CatalogTerms | None = None) -> QueryPlan:
+    """Classifies a shopping question and decides the retrieval for it. Never raises on any str.
+
+    in_catalog(word) says whether the catalog's titles, brands or categories hold the word (the index
+    answers it): the shopping vocabulary is the shop's own. A question is refused as off-topic only when it
+    has an off-topic sign and no word of it is in the catalog; otherwise retrieval decides. Without an index
+    (unit tests), a small list of product nouns stands in.
+    """
+    in_catalog = in_catalog or _demo_nouns
     lowered = text[:_MAX_PLANNED_CHARS].lower().replace("\u2019", "").replace("'", "")
     max_price = None
     price_match = _PRICE_CAP.search(lowered)
     if price_match is not None:
-        max_price = _price_cap(price_match)
-        lowered = lowered[: price_match.start()] + " " + lowered[price_match.end() :]
+        max_price = _price_cap(price_match, set(_WORD.findall(lowered)))
+        if max_price is not None:
+            lowered = lowered[: price_match.start()] + " " + lowered[price_match.end() :]
     words = _WORD.findall(lowered)
     forms = {_lexicon_form(word) for word in words}
     padded = f" {' '.join(words)} "
+    sort_by_price = any(phrase in padded for phrase in _CHEAPEST)
+    content_words = [word for word in dict.fromkeys(words) if word not in _FILLER_WORDS]
 
-    names_product = bool(forms & _PRODUCT_NOUNS)
+    names_product = any(in_catalog(word) for word in content_words)
     shopping = names_product or bool(forms & _COMMERCE_WORDS) or max_price is not None
     off_topic_phrase = any(phrase in padded for phrase in _OFF_TOPIC_PHRASES)
     if (off_topic_phrase and not names_product) or (forms & _OFF_TOPIC_WORDS and not shopping):
@@ -162,9 +208,8 @@ def plan_query(text: str) -> QueryPlan:
     # "X or Y" compares only when both sides look like products ("boots or trail runners").
     if not comparison and " or " in padded and shopping:
         left, _, right = padded.partition(" or ")
-        comparison = bool(
-            {_lexicon_form(w) for w in left.split()} & _PRODUCT_NOUNS
-            and {_lexicon_form(w) for w in right.split()} & _PRODUCT_NOUNS
+        comparison = any(in_catalog(w) for w in left.split() if w not in _FILLER_WORDS) and any(
+            in_catalog(w) for w in right.split() if w not in _FILLER_WORDS
         )
     if comparison:
         intent = Intent.COMPARISON
@@ -174,11 +219,15 @@ def plan_query(text: str) -> QueryPlan:
         wants_to_buy = bool(forms & _PURCHASE_WORDS) and not opener.startswith(("how ", "why "))
         intent = Intent.GENERAL_QUESTION if advice and not wants_to_buy else Intent.PRODUCT_SEARCH
 
-    terms = [word for word in dict.fromkeys(words) if word not in _FILLER_WORDS][:MAX_SEARCH_TERMS]
-    search_query = " ".join(terms)
+    search_query = " ".join(content_words[:MAX_SEARCH_TERMS])
     if not search_query:
         # Greetings and thanks: nothing to look up, the model answers from the system text alone.
         return QueryPlan(Intent.GENERAL_QUESTION, retrieve=False, search_query="", top_k=0)
     return QueryPlan(
-        intent, retrieve=True, search_query=search_query, top_k=TOP_K_BY_INTENT[intent], max_price=max_price
+        intent,
+        retrieve=True,
+        search_query=search_query,
+        top_k=TOP_K_BY_INTENT[intent],
+        max_price=max_price,
+        sort_by_price=sort_by_price,
     )

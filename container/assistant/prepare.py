@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from assistant.chat import ChatFormat
 from assistant.plan import plan_query
 from assistant.prompt import build_prompt
 from assistant.retrieve import ProductIndex
@@ -15,18 +16,27 @@ from assistant.retrieve import ProductIndex
 
 @dataclass(frozen=True)
 class PreparedRequest:
-    """What the engine runs and what travels beside the text: the prompt and the product cards."""
+    """What the engine runs and what travels beside the text: the prompt, the cards, the turn's end."""
 
     prompt: str
     products: list[dict[str, object]] = field(default_factory=list)
     intent: str = ""
+    stop_token_ids: tuple[int, ...] = ()
 
 
-def prepare_request(text: str, index: ProductIndex) -> PreparedRequest:
-    plan = plan_query(text)
-    products = index.search(plan.search_query, plan.top_k, max_price=plan.max_price) if plan.retrieve else []
+def prepare_request(text: str, index: ProductIndex, chat: ChatFormat | None = None) -> PreparedRequest:
+    chat = chat or ChatFormat.plain()
+    plan = plan_query(text, index.in_catalog)
+    products = (
+        index.search(
+            plan.search_query, plan.top_k, max_price=plan.max_price, sort_by_price=plan.sort_by_price
+        )
+        if plan.retrieve
+        else []
+    )
     return PreparedRequest(
-        prompt=build_prompt(text, plan, products),
+        prompt=build_prompt(text, plan, products, chat),
         products=[product.card() for product in products],
         intent=str(plan.intent),
+        stop_token_ids=chat.stop_token_ids,
     )

@@ -1,7 +1,9 @@
-"""Prompt assembly: system text, the retrieved products as a numbered list, then the question.
+"""Prompt assembly: a system message, and a user message with the retrieved products and the question.
 
-The prompt's length is bounded whatever the catalog holds, so a long product description cannot push the
-question out of the model's context or slow prefill for everyone in the batch.
+Prefill time is time to first token, so the retrieved context has a token budget and each product is one
+short line with what a shopper weighs: title, price, rating and a few words of description. Brand and
+category are left out (titles carry the brand; the category is what the shopper asked for). The prompt's
+length is bounded whatever the catalog holds, and catalog text cannot forge prompt lines.
 """
 
 from __future__ import annotations
@@ -10,72 +12,105 @@ import re
 from collections.abc import Sequence
 
 from assistant.catalog import Product
+from assistant.chat import ChatFormat
 from assistant.plan import Intent, QueryPlan
 
 MAX_PRODUCTS = 10
-MAX_DESCRIPTION_CHARS = 240
-MAX_TITLE_CHARS = 120
+MAX_TITLE_CHARS = 80
+MAX_DESCRIPTION_CHARS = 32
 MAX_QUESTION_CHARS = 4_000
+# Tokens for the product lines: five cards of the demo catalog fit with room to spare.
+CONTEXT_TOKEN_BUDGET = 220
 
-SYSTEM_TEXT = (
-    "You are a helpful shopping assistant for an online store. Answer briefly and accurately. "
-    "Recommend only products from the numbered list, refer to them by number and title, "
-    "and never invent products, prices or features."
-)
+SYSTEM_TEXT = "Shop assistant: recommend only the numbered products, by number; invent nothing; be brief."
 _INTENT_GUIDANCE = {
-    Intent.PRODUCT_SEARCH: "Suggest the products that best fit the request and say why.",
-    Intent.COMPARISON: "Compare the products the shopper asks about point by point; say which suits whom.",
-    Intent.GENERAL_QUESTION: "Answer with practical advice; mention a listed product where it helps.",
-    Intent.OFF_TOPIC: (
-        "The question is not about shopping. Say politely that you can only help with products from the "
-        "store, and offer to help find something."
-    ),
+    Intent.PRODUCT_SEARCH: "Say which fit and why.",
+    Intent.COMPARISON: "Compare them; say which suits whom.",
+    Intent.GENERAL_QUESTION: "Give practical advice.",
+    Intent.OFF_TOPIC: "Not a shopping question: say you only help with the shop's products.",
 }
-NO_PRODUCTS_TEXT = "No matching products were found in the catalog; say so and suggest a better search."
+NO_PRODUCTS_TEXT = "No matching products found; say so and suggest another search."
 _WHITESPACE = re.compile(r"\s+")
+_WORD = re.compile(r"[\w-]+")
+# Words that link a description's phrases but tell the model nothing about the product.
+_LINKING_WORDS = frozenset(
+    ["a", "an", "the", "and", "with", "made", "of", "for", "in", "on", "its", "it", "is", "this", "that"]
+)
+_CURRENCY_SIGNS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
 
 
-def _one_line(text: str, limit: int) -> str:
+def _one_line(text: str, limit: int, *, mark_cut: bool = True) -> str:
     # Newlines from catalog text could imitate the prompt's own "Question:" line; keep each field on one line.
     flat = _WHITESPACE.sub(" ", text).strip()
     if len(flat) <= limit:
         return flat
     cut = flat[: limit - 1].rsplit(" ", 1)[0] or flat[: limit - 1]
-    return cut + "…"
+    return cut + "…" if mark_cut else cut
 
 
-def _product_lines(number: int, product: Product) -> list[str]:
-    details = ", ".join(
-        part for part in (_one_line(product.brand, 60), _one_line(product.category, 60)) if part
-    )
-    header = f"{number}. {_one_line(product.title, MAX_TITLE_CHARS)}"
-    if details:
-        header += f" ({details})"
-    header += f" - ${product.price:,.2f}"
-    lines = [header]
+def format_price(price: float | None, currency: str) -> str:
+    if price is None:
+        return "price n/a"
+    sign = _CURRENCY_SIGNS.get(currency)
+    return f"{sign}{price:,.2f}" if sign else f"{price:,.2f} {currency}"
+
+
+def product_line(number: int, product: Product) -> str:
+    """One product as the model sees it: `3. Title; $129.99; 4.6/5; a few words the title does not say`."""
+    title = _one_line(product.title, MAX_TITLE_CHARS)
+    parts = [f"{number}. {title}", format_price(product.price, product.currency)]
+    if product.rating is not None:
+        parts.append(f"{product.rating:.1f}/5")
     if product.description:
-        lines.append(f"   {_one_line(product.description, MAX_DESCRIPTION_CHARS)}")
+        # What the title already says costs tokens and tells the model nothing: keep the other words.
+        title_words = {word.lower() for word in _WORD.findall(title)}
+        first_sentence = product.description.split(". ", 1)[0]
+        rest = " ".join(
+            word
+            for word in first_sentence.split()
+            if word.lower().strip(",.;") not in title_words and word.lower() not in _LINKING_WORDS
+        )
+        if rest:
+            parts.append(_one_line(rest, MAX_DESCRIPTION_CHARS, mark_cut=False).rstrip(",;"))
+    return "; ".join(parts)
+
+
+def product_block(products: Sequence[Product], chat: ChatFormat, budget: int) -> list[str]:
+    """Product lines in rank order while they fit the token budget (the first always does, trimmed)."""
+    lines: list[str] = []
+    used = 0
+    for number, product in enumerate(products[:MAX_PRODUCTS], start=1):
+        line = product_line(number, product)
+        cost = chat.count_tokens(line) + 1
+        if lines and used + cost > budget:
+            break
+        lines.append(line)
+        used += cost
     return lines
 
 
-def build_prompt(question: str, plan: QueryPlan, products: Sequence[Product]) -> str:
+def build_prompt(
+    question: str,
+    plan: QueryPlan,
+    products: Sequence[Product],
+    chat: ChatFormat | None = None,
+    *,
+    context_token_budget: int = CONTEXT_TOKEN_BUDGET,
+) -> str:
     """The text the engine completes. Off-topic questions get no product block at all."""
-    parts = [SYSTEM_TEXT, _INTENT_GUIDANCE[plan.intent]]
+    chat = chat or ChatFormat.plain()
+    system = f"{SYSTEM_TEXT} {_INTENT_GUIDANCE[plan.intent]}"
+    parts = []
     if plan.intent is not Intent.OFF_TOPIC and plan.retrieve:
-        if products:
-            lines = ["Products:"]
-            for number, product in enumerate(products[:MAX_PRODUCTS], start=1):
-                lines.extend(_product_lines(number, product))
-            parts.append("\n".join(lines))
-        else:
-            parts.append(NO_PRODUCTS_TEXT)
+        lines = product_block(products, chat, context_token_budget)
+        # No heading: the system text names the numbered list, and every token here is prefill.
+        parts.append("\n".join(lines) if lines else NO_PRODUCTS_TEXT)
     parts.append(f"Question: {_one_line(question, MAX_QUESTION_CHARS)}")
-    parts.append("Answer:")
-    return "\n\n".join(parts)
+    return chat.prompt(system, "\n\n".join(parts))
 
 
 def max_prompt_chars() -> int:
-    """An upper bound on len(build_prompt(...)) for any input, for sizing max_model_len."""
-    product_chars = MAX_TITLE_CHARS + 2 * 60 + 40 + MAX_DESCRIPTION_CHARS + 20
+    """An upper bound on len(build_prompt(...)) in plain format, for sizing max_model_len."""
+    line_chars = 4 + MAX_TITLE_CHARS + 3 + 40 + 3 + 20 + 3 + MAX_DESCRIPTION_CHARS
     fixed = len(SYSTEM_TEXT) + max(len(text) for text in _INTENT_GUIDANCE.values()) + len(NO_PRODUCTS_TEXT)
-    return fixed + len("Products:") + MAX_PRODUCTS * product_chars + MAX_QUESTION_CHARS + 64
+    return fixed + MAX_PRODUCTS * (line_chars + 1) + MAX_QUESTION_CHARS + 64

@@ -228,13 +228,15 @@ def _flag(name: str, value: object) -> bool | None:
     raise RequestError(f"{name}: must be true or false, got {value!r}")
 
 
-def _text(text_input: object, limits: RequestLimits) -> str:
+def parse_text(text_input: object, limits: RequestLimits, *, strip: bool = True) -> str:
     if text_input is None:
         raise RequestError("text_input: is required")
     if not isinstance(text_input, str | bytes | bytearray | memoryview):
         raise RequestError(f"text_input: must be a string, got {type(text_input).__name__}")
-    text = _decode("text_input", text_input).strip()
-    if not text:
+    text = _decode("text_input", text_input)
+    if strip:
+        text = text.strip()
+    if not text.strip():
         raise RequestError("text_input: must not be empty")
     if "\x00" in text:
         # A NUL in a prompt is never a real question and breaks C-string handling downstream.
@@ -298,7 +300,7 @@ def parse_request(
     limits: RequestLimits,
 ) -> AssistantRequest:
     """Validates one request's inputs (None = tensor absent). Raises RequestError with a one-line message."""
-    text = _text(text_input, limits)
+    text = parse_text(text_input, limits)
     streaming = bool(_flag("stream", stream))
     exclude = _flag("exclude_input_in_output", exclude_input_in_output)
     if exclude is None:

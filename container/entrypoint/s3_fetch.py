@@ -98,3 +98,14 @@ def download_prefix(s3, location: S3Location, destination: Path) -> FetchCount:
         os.utime(target, (moment, moment))
         downloaded += 1
     return FetchCount(downloaded, kept)
+
+
+def upload_folder(s3, folder: Path, location: S3Location, *, last: str | None = None) -> int:
+    """Upload every file under folder to the prefix, keeping relative paths; the file named `last` goes
+    last, so a reader that sees it knows the rest is complete. Return how many files."""
+    files = sorted(path for path in folder.rglob("*") if path.is_file())
+    files.sort(key=lambda path: path.name == last)
+    prefix = f"{location.prefix}/" if location.prefix else ""
+    for path in files:
+        s3.upload_file(str(path), location.bucket, prefix + path.relative_to(folder).as_posix())
+    return len(files)

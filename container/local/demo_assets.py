@@ -21,21 +21,22 @@ class DemoAssets:
 def ensure_demo_assets(build_dir: Path = DEFAULT_BUILD_DIR, *, products: int = DEMO_PRODUCTS) -> DemoAssets:
     """Build whatever is missing; each step writes a marker last, so an interrupted build is redone."""
     from assistant.catalog import generate_catalog, write_catalog
-    from assistant.retrieve import build_index
+    from assistant.retrieve import INDEX_FORMAT, build_index
     from local.tiny_model import build_tiny_model
 
     build_dir = build_dir.resolve()
     assets = DemoAssets(build_dir / "catalog.jsonl", build_dir / "index", build_dir / "tiny-model")
     build_dir.mkdir(parents=True, exist_ok=True)
-    catalog_done = build_dir / ".catalog.done"
+    catalog_done = build_dir / ".catalog-v2.done"
     if not catalog_done.exists():
         write_catalog(generate_catalog(products, DEMO_SEED), assets.catalog)
         catalog_done.touch()
-    index_done = build_dir / ".index.done"
+    index_done = build_dir / f".index-v{INDEX_FORMAT}.done"
     if not index_done.exists():
         build_index(assets.catalog, assets.index_dir)
         index_done.touch()
-    model_done = build_dir / ".model.done"
+    # Named for what the model has: a rebuilt tiny model (here: with a chat template) gets a new marker.
+    model_done = build_dir / ".model-chat.done"
     if not model_done.exists():
         build_tiny_model(assets.catalog, assets.model_dir)
         model_done.touch()

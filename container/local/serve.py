@@ -1,4 +1,7 @@
-"""`make serve`: the assistant on a real Triton server at the default loopback ports, until Ctrl-C."""
+"""`make serve [CATALOG=file]`: the assistant on a real Triton server at the loopback ports, until Ctrl-C.
+
+With CATALOG, the shop's own catalog (JSON Lines or CSV) is indexed first (as `make index` does) and served.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import argparse
 import signal
 import sys
 import time
+from pathlib import Path
 
 from local.demo_assets import DEFAULT_BUILD_DIR, ensure_demo_assets
 from local.triton_server import DEFAULT_PORTS, Ports, ServerError, TritonServer
@@ -15,13 +19,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make serve", description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["assistant", "passthrough"], help="models to load")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the server")
+    parser.add_argument(
+        "--catalog", type=Path, help="serve this catalog (JSON Lines or CSV) instead of the demo"
+    )
     args = parser.parse_args(argv)
 
     print("preparing the demo catalog, its index and the tiny model (first run only) ...", flush=True)
     assets = ensure_demo_assets()
+    index_dir = assets.index_dir
+    if args.catalog is not None:
+        from assistant.catalog import CatalogError
+        from assistant.retrieve import CatalogIndexError, build_index
+
+        index_dir = DEFAULT_BUILD_DIR / "shop-index"
+        try:
+            stats = build_index(args.catalog, index_dir)
+        except (CatalogError, CatalogIndexError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"indexed {stats.products:,} products from {args.catalog} ({stats.skipped:,} bad rows skipped)")
+        for message in stats.row_errors:
+            print(f"  skipped: {message}")
     server = TritonServer(
         model_dir=assets.model_dir,
-        index_dir=assets.index_dir,
+        index_dir=index_dir,
         work_dir=DEFAULT_BUILD_DIR / "triton",
         ports=Ports(*DEFAULT_PORTS),
         models=args.models,

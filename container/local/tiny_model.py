@@ -16,7 +16,14 @@ from pathlib import Path
 # Printable ASCII plus newline: every token is then valid text on its own, so a random model can never
 # stream half a UTF-8 character (byte tokens above 0x7f would decode to U+FFFD).
 _ASCII_BYTES = [*range(0x20, 0x7F), 0x0A]
-SPECIAL_TOKENS = ["<unk>", "<s>", "</s>"]
+SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+# Llama 3's chat layout, so the tiny model takes the same prompt path as the production Instruct model.
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
+    "{{ message['content'] | trim }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
 MODEL_SHAPE = {
     "hidden_size": 256,
     "intermediate_size": 512,
@@ -67,9 +74,11 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int):
         show_progress=False,
     )
     tokenizer.train_from_iterator(_ascii_only(texts), trainer=trainer)
-    return PreTrainedTokenizerFast(
+    wrapped = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<s>", eos_token="</s>"
     )
+    wrapped.chat_template = CHAT_TEMPLATE
+    return wrapped
 
 
 def _byte_level_map() -> dict[int, str]:

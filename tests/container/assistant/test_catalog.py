@@ -90,6 +90,9 @@ def test_card_holds_what_a_front_end_renders() -> None:
         "id": "A1",
         "title": "Trail Boot",
         "price": 99.5,
+        "currency": "USD",
+        "rating": None,
+        "review_count": None,
         "url": "https://shop.example.com/p/A1",
         "image_url": "https://images.shop.example.com/A1.jpg",
     }

@@ -73,7 +73,9 @@ def test_search_query_keeps_the_content_words(text: str, search_query: str) -> N
     ("text", "max_price", "search_query"),
     [
         ("laptop under $800", 800.0, "laptop"),
-        ("headphones under 100", 100.0, "headphones"),
+        ("headphones under 100", None, "headphones 100"),
+        ("headphones under 100 budget", 100.0, "headphones"),
+        ("tv under 55", None, "tv 55"),
         ("gaming laptop under 1.5k", 1500.0, "gaming laptop"),
         ("espresso machine below 250 dollars", 250.0, "espresso machine"),
         ("tent under 4 pounds", None, "tent 4 pounds"),
@@ -125,3 +127,61 @@ def test_vocabulary_mixes_never_break_the_invariants(words: list[str]) -> None:
     plan = plan_query(" ".join(words))
     assert plan.retrieve == (plan.top_k > 0)
     assert plan.max_price is None or plan.max_price >= 0
+
+
+# ---- the shop's own vocabulary (the index answers in_catalog; a set stands in here) ----
+BOOKSHOP_AND_MORE = {
+    "all",
+    "weather",
+    "tire",
+    "tires",
+    "movie",
+    "projector",
+    "star",
+    "wars",
+    "lego",
+    "set",
+    "code",
+    "reader",
+    "car",
+    "war",
+    "peace",
+    "hardcover",
+    "tv",
+    "hiking",
+    "boots",
+}
+
+
+def catalog_words(word: str) -> bool:
+    return word in BOOKSHOP_AND_MORE
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "all-weather tires",
+        "movie projector",
+        "star wars lego set",
+        "code reader for my car",
+        "war and peace hardcover",
+    ],
+)
+def test_what_the_catalog_sells_is_never_refused(text: str) -> None:
+    plan = plan_query(text, catalog_words)
+    assert plan.intent is not Intent.OFF_TOPIC and plan.retrieve, plan
+
+
+def test_a_question_that_matches_nothing_in_the_catalog_and_looks_off_topic_is_refused() -> None:
+    assert plan_query("who won the election for president", catalog_words).intent is Intent.OFF_TOPIC
+
+
+def test_a_size_is_not_a_price_cap() -> None:
+    plan = plan_query("tv under 55", catalog_words)
+    assert plan.max_price is None and plan.search_query == "tv 55"
+
+
+@pytest.mark.parametrize("text", ["cheapest hiking boots", "hiking boots with the lowest price"])
+def test_cheapest_sorts_by_price(text: str) -> None:
+    plan = plan_query(text, catalog_words)
+    assert plan.sort_by_price and plan.search_query == "hiking boots"

@@ -5,6 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from assistant.catalog import Product, generate_catalog
+from assistant.chat import ChatFormat
 from assistant.plan import Intent, QueryPlan, plan_query
 from assistant.prompt import (
     MAX_DESCRIPTION_CHARS,
@@ -13,6 +14,8 @@ from assistant.prompt import (
     SYSTEM_TEXT,
     build_prompt,
     max_prompt_chars,
+    product_block,
+    product_line,
 )
 
 PRODUCTS = list(generate_catalog(12, seed=8))
@@ -28,18 +31,43 @@ def test_prompt_is_system_then_numbered_products_then_question() -> None:
     assert prompt.startswith(SYSTEM_TEXT)
     assert prompt.endswith("Question: Which boots for mud?\n\nAnswer:")
     for number, product in enumerate(PRODUCTS[:3], start=1):
-        assert (
-            f"{number}. {product.title} ({product.brand}, {product.category}) - ${product.price:,.2f}"
-            in prompt
-        )
-    assert prompt.index("Products:") < prompt.index("1. ") < prompt.index("3. ") < prompt.index("Question:")
+        assert f"{number}. {product.title}; ${product.price:,.2f}; {product.rating:.1f}/5" in prompt
+    assert prompt.index("1. ") < prompt.index("3. ") < prompt.index("Question:")
+
+
+def test_a_card_is_what_a_shopper_weighs_and_no_more() -> None:
+    product = _product(
+        title="Alder Trail Boot",
+        brand="Alder",
+        category="Hiking Boots",
+        price=99.0,
+        rating=4.25,
+        description="Trail boot made with suede and a rock plate. Rated best by everyone.",
+    )
+    assert product_line(2, product) == "2. Alder Trail Boot; $99.00; 4.2/5; suede rock plate"
+
+
+def test_chat_format_puts_system_and_question_in_their_messages() -> None:
+    seen = []
+    chat = ChatFormat(render=lambda system, user: seen.append((system, user)) or "rendered", count_tokens=len)
+    assert build_prompt("boots?", SEARCH, PRODUCTS[:1], chat) == "rendered"
+    system, user = seen[0]
+    assert system.startswith(SYSTEM_TEXT) and "1. " not in system
+    assert user.startswith("1. ") and user.endswith("Question: boots?")
+
+
+def test_context_keeps_to_its_token_budget_but_always_has_the_best_product() -> None:
+    chat = ChatFormat(render=None, count_tokens=len)  # a token per character
+    lines = product_block(PRODUCTS, chat, budget=len(product_line(1, PRODUCTS[0])) + 5)
+    assert lines == [product_line(1, PRODUCTS[0])]
+    assert product_block(PRODUCTS[:1], chat, budget=1) == [product_line(1, PRODUCTS[0])]
 
 
 def test_off_topic_has_no_product_block_even_if_products_are_passed() -> None:
     prompt = build_prompt("who won the election", plan_query("who won the election"), PRODUCTS[:3])
-    assert "Products:" not in prompt
+    assert "1. " not in prompt
     assert PRODUCTS[0].title not in prompt
-    assert "not about shopping" in prompt
+    assert "Not a shopping question" in prompt
 
 
 def test_retrieval_that_found_nothing_says_so() -> None:
@@ -50,7 +78,7 @@ def test_no_retrieval_no_product_text() -> None:
     plan = plan_query("hello")
     prompt = build_prompt("hello", plan, [])
     assert NO_PRODUCTS_TEXT not in prompt
-    assert "Products:" not in prompt
+    assert "1. " not in prompt
 
 
 def test_each_intent_gets_its_own_guidance() -> None:
@@ -64,8 +92,9 @@ def test_each_intent_gets_its_own_guidance() -> None:
 def test_long_descriptions_are_cut_at_a_word() -> None:
     product = _product(description="sturdy " * 200)
     line = next(line for line in build_prompt("q", SEARCH, [product]).splitlines() if "sturdy" in line)
-    assert len(line.strip()) <= MAX_DESCRIPTION_CHARS
-    assert line.endswith("sturdy…")
+    description = line.rsplit("; ", 1)[1]
+    assert len(description) <= MAX_DESCRIPTION_CHARS
+    assert description.endswith("sturdy")
 
 
 def test_catalog_text_cannot_forge_prompt_lines() -> None:
@@ -80,7 +109,7 @@ def test_catalog_text_cannot_forge_prompt_lines() -> None:
 
 
 def test_at_most_max_products_are_listed() -> None:
-    prompt = build_prompt("q", SEARCH, PRODUCTS)
+    prompt = build_prompt("q", SEARCH, PRODUCTS, context_token_budget=100_000)
     assert f"{MAX_PRODUCTS}. " in prompt
     assert f"{MAX_PRODUCTS + 1}. " not in prompt
 

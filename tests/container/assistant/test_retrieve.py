@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -143,7 +144,15 @@ def test_build_reports_stats_and_writes_a_manifest(small_catalog: Path, tmp_path
     assert stats.size_bytes > 0
     assert stats.index_dir == tmp_path / "idx"
     manifest = json.loads((tmp_path / "idx" / MANIFEST_NAME).read_text())
-    assert manifest == {"format": 1, "products": 300, "catalog": "small.jsonl"}
+    assert {key: manifest[key] for key in ("format", "products", "skipped_rows", "catalog")} == {
+        "format": 2,
+        "products": 300,
+        "skipped_rows": 0,
+        "catalog": "small.jsonl",
+    }
+    assert manifest["catalog_sha256"] == hashlib.sha256(small_catalog.read_bytes()).hexdigest()
+    assert manifest["built_at"].endswith("+00:00") and manifest["build_seconds"] >= 0
+    assert manifest["files"] and "meta.json" in manifest["files"]
     assert [entry.name for entry in tmp_path.iterdir() if ".building" in entry.name] == []
 
 
@@ -198,7 +207,7 @@ def test_open_folder_without_manifest(tmp_path: Path) -> None:
         ("delete_term", "index files are corrupt or incomplete"),
         ("garbage_meta", "index files are corrupt or incomplete"),
         ("wrong_count", "index holds 300 products but its manifest says 301"),
-        ("old_format", "index format 0 is not the supported format 1"),
+        ("old_format", "index format 0 is not the supported format 2"),
         ("garbage_manifest", "unreadable index manifest"),
     ],
 )
