@@ -10,10 +10,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -22,9 +20,17 @@ NAMESPACE_ENV = "AWS_EMF_NAMESPACE"
 DEFAULT_NAMESPACE = "LLMServing"
 
 TIME_TO_FIRST_TOKEN = "TimeToFirstToken"
+SLOW_FIRST_TOKEN = "SlowFirstToken"
 OUTPUT_TOKENS = "OutputTokens"
+INPUT_TOKENS = "InputTokens"
+REQUEST_FAILED = "RequestFailed"
 REQUESTS_IN_FLIGHT = "RequestsInFlight"
 QUEUE_DEPTH = "QueueDepth"
+KV_CACHE_USAGE = "KvCacheUsage"
+SERVING_SLOTS = "ServingSlots"
+# The time-to-first-token objective (ms) that SlowFirstToken counts against; the stacks set it from config.
+SLOW_FIRST_TOKEN_ENV = "SLOW_FIRST_TOKEN_MS"
+DEFAULT_SLOW_FIRST_TOKEN_MS = 1000.0
 
 # Limits and units from the EMF specification and the CloudWatch PutMetricData API.
 EMF_UNITS = frozenset(
@@ -174,28 +180,88 @@ def emf_record(
     return record
 
 
+def slow_first_token_ms(environ: Mapping[str, str] | None = None) -> float:
+    """The TTFT objective from SLOW_FIRST_TOKEN_MS; ValueError naming the variable when it is unusable."""
+    environ = os.environ if environ is None else environ
+    raw = environ.get(SLOW_FIRST_TOKEN_ENV, "").strip()
+    if not raw:
+        return DEFAULT_SLOW_FIRST_TOKEN_MS
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{SLOW_FIRST_TOKEN_ENV}: must be a number of milliseconds, got {raw!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{SLOW_FIRST_TOKEN_ENV}: must be above 0, got {raw!r}")
+    return value
+
+
 def request_metrics_record(
     *,
     output_tokens: int,
-    in_flight: int,
+    input_tokens: int | None,
+    failed: bool,
     dimensions: Mapping[str, str],
     ttft_ms: float | None = None,
-    queue_depth: int | None = None,
+    slow_first_token_ms: float = DEFAULT_SLOW_FIRST_TOKEN_MS,
     namespace: str | None = None,
     timestamp_ms: int | None = None,
     properties: Mapping[str, Any] | None = None,
     dimension_sets: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, Any]:
-    """The record for one finished request. ttft_ms is None when no token was produced (error, cancel
-    before the first token): a missing datapoint, not a zero that would flatter the percentiles."""
-    metrics = [
-        MetricValue(OUTPUT_TOKENS, output_tokens, "Count"),
-        MetricValue(REQUESTS_IN_FLIGHT, in_flight, "Count"),
-    ]
+    """The record for one finished request.
+
+    ttft_ms is given for streaming requests that produced a token, and only then: a non-streaming request's
+    first byte is its last, and an error or a cancel before the first token is a missing datapoint, not a
+    number that would bend the percentiles. SlowFirstToken (0/1 against the objective) travels with it, so
+    its Average is the slow share, which a standard-statistic alarm (and a Route 53 health check) can use.
+    RequestFailed is 0 or 1 for every request: its Average is the error share. input_tokens is None when
+    the request never reached the engine.
+    """
+    metrics = []
     if ttft_ms is not None:
-        metrics.insert(0, MetricValue(TIME_TO_FIRST_TOKEN, round(ttft_ms, 3), "Milliseconds"))
-    if queue_depth is not None:
-        metrics.append(MetricValue(QUEUE_DEPTH, queue_depth, "Count"))
+        metrics.append(MetricValue(TIME_TO_FIRST_TOKEN, round(ttft_ms, 3), "Milliseconds"))
+        metrics.append(MetricValue(SLOW_FIRST_TOKEN, int(ttft_ms > slow_first_token_ms), "Count"))
+    metrics.append(MetricValue(OUTPUT_TOKENS, output_tokens, "Count"))
+    if input_tokens is not None:
+        metrics.append(MetricValue(INPUT_TOKENS, input_tokens, "Count"))
+    metrics.append(MetricValue(REQUEST_FAILED, int(failed), "Count"))
+    return emf_record(
+        namespace=namespace or namespace_from_env(),
+        dimensions=dimensions,
+        metrics=metrics,
+        timestamp_ms=int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
+        properties=properties,
+        dimension_sets=dimension_sets,
+    )
+
+
+@dataclass(frozen=True)
+class HostGauge:
+    """What one host holds right now, summed over its engine replicas."""
+
+    in_flight: int
+    queue_depth: int
+    kv_cache_usage: float
+    serving_slots: int
+
+
+def host_gauge_record(
+    gauge: HostGauge,
+    *,
+    dimensions: Mapping[str, str],
+    namespace: str | None = None,
+    timestamp_ms: int | None = None,
+    dimension_sets: Sequence[Sequence[str]] | None = None,
+    properties: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The periodic per-host line: written every interval whether or not a request finished, so the
+    scaling and routing signals keep flowing when traffic stops or a host hangs."""
+    metrics = [
+        MetricValue(REQUESTS_IN_FLIGHT, gauge.in_flight, "Count"),
+        MetricValue(QUEUE_DEPTH, gauge.queue_depth, "Count"),
+        MetricValue(KV_CACHE_USAGE, round(min(max(gauge.kv_cache_usage, 0.0), 1.0), 4), "None"),
+        MetricValue(SERVING_SLOTS, gauge.serving_slots, "Count"),
+    ]
     return emf_record(
         namespace=namespace or namespace_from_env(),
         dimensions=dimensions,
@@ -225,72 +291,3 @@ def serving_dimensions(
 def emf_line(record: Mapping[str, Any]) -> str:
     """One log line; CloudWatch Logs needs the whole JSON document on a single line."""
     return json.dumps(record, separators=(",", ":"), allow_nan=False)
-
-
-@dataclass(frozen=True)
-class StatsSnapshot:
-    in_flight: int
-    queue_depth: int
-    started_total: int
-    finished_total: int
-
-
-class RequestStats:
-    """Live counts shared by the request threads of one model instance. Every change happens under one
-    lock, so a snapshot never shows a request counted twice or not at all."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._in_flight = 0
-        self._queued = 0
-        self._started = 0
-        self._finished = 0
-
-    def _snapshot(self) -> StatsSnapshot:
-        return StatsSnapshot(self._in_flight, self._queued, self._started, self._finished)
-
-    def snapshot(self) -> StatsSnapshot:
-        with self._lock:
-            return self._snapshot()
-
-    def enqueue(self) -> StatsSnapshot:
-        """A request was accepted and waits for the engine."""
-        with self._lock:
-            self._queued += 1
-            return self._snapshot()
-
-    def abandon_queued(self) -> StatsSnapshot:
-        """A queued request left before it started (cancelled, rejected)."""
-        with self._lock:
-            if self._queued == 0:
-                raise RuntimeError("RequestStats.abandon_queued: no request is queued")
-            self._queued -= 1
-            return self._snapshot()
-
-    def start(self, *, from_queue: bool = True) -> StatsSnapshot:
-        """A request begins generating; from_queue=False when it was never counted as queued."""
-        with self._lock:
-            if from_queue:
-                if self._queued == 0:
-                    raise RuntimeError("RequestStats.start: no request is queued")
-                self._queued -= 1
-            self._in_flight += 1
-            self._started += 1
-            return self._snapshot()
-
-    def finish(self) -> StatsSnapshot:
-        with self._lock:
-            if self._in_flight == 0:
-                raise RuntimeError("RequestStats.finish: no request is in flight")
-            self._in_flight -= 1
-            self._finished += 1
-            return self._snapshot()
-
-    @contextmanager
-    def tracking(self, *, from_queue: bool = False) -> Iterator[StatsSnapshot]:
-        """start() on entry and finish() on exit, however the block ends (error, cancellation)."""
-        snapshot = self.start(from_queue=from_queue)
-        try:
-            yield snapshot
-        finally:
-            self.finish()

@@ -48,6 +48,71 @@ def request_inputs(
     return inputs
 
 
+def tensor_inputs(values: dict[str, Any]) -> list[grpcclient.InferInput]:
+    """Inputs from plain values: bool -> BOOL, str/bytes -> BYTES (one element each), as clients send them."""
+    inputs = []
+    for name, value in values.items():
+        if isinstance(value, bool):
+            tensor = grpcclient.InferInput(name, [1], "BOOL")
+            tensor.set_data_from_numpy(np.array([value], dtype=bool))
+        else:
+            raw = value if isinstance(value, bytes) else str(value).encode("utf-8")
+            tensor = grpcclient.InferInput(name, [1], "BYTES")
+            tensor.set_data_from_numpy(np.array([raw], dtype=np.object_))
+        inputs.append(tensor)
+    return inputs
+
+
+@dataclass
+class RawResponse:
+    outputs: dict[str, Any]
+    final: bool
+
+
+@dataclass
+class RawResult:
+    responses: list[RawResponse] = field(default_factory=list)
+    error: str | None = None
+
+
+def raw_request(
+    url: str,
+    model: str,
+    values: dict[str, Any],
+    *,
+    parameters: dict[str, Any] | None = None,
+    output_names: tuple[str, ...] = (),
+    timeout_s: float = 120.0,
+) -> RawResult:
+    """One request on its own gRPC stream, every response's named outputs as numpy arrays (a client of
+    Triton's stock vLLM backend, for the compatibility tests)."""
+    responses: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(url=url)
+    result = RawResult()
+    try:
+        client.start_stream(callback=lambda result, error: responses.put((result, error)))
+        client.async_stream_infer(
+            model,
+            tensor_inputs(values),
+            request_id=uuid.uuid4().hex,
+            parameters=parameters,
+            enable_empty_final_response=True,
+        )
+        while True:
+            response, error = responses.get(timeout=timeout_s)
+            if error is not None:
+                result.error = error.message() if isinstance(error, InferenceServerException) else str(error)
+                break
+            outputs = {name: response.as_numpy(name) for name in ("text_output", *output_names)}
+            result.responses.append(RawResponse(outputs, _is_final(response)))
+            if _is_final(response):
+                break
+    finally:
+        client.stop_stream()
+        client.close()
+    return result
+
+
 def _decode(result, name: str) -> str | None:
     array = result.as_numpy(name)
     if array is None or array.size == 0:
@@ -78,6 +143,7 @@ class StreamingClient:
         stream: bool = True,
         on_chunk: Callable[[str], None] | None = None,
         cancel_after_chunks: int | None = None,
+        cancel_after_s: float | None = None,
         timeout_s: float = 120.0,
     ) -> StreamResult:
         result = StreamResult()
@@ -89,7 +155,17 @@ class StreamingClient:
             enable_empty_final_response=True,
         )
         while True:
-            response, error = self._responses.get(timeout=timeout_s)
+            if cancel_after_s is not None:
+                # Cancel at a moment, whatever has arrived by then (a queued or non-streaming request).
+                try:
+                    response, error = self._responses.get(
+                        timeout=max(0.0, started + cancel_after_s - time.perf_counter())
+                    )
+                except queue.Empty:
+                    self.client.stop_stream(cancel_requests=True)
+                    break
+            else:
+                response, error = self._responses.get(timeout=timeout_s)
             if error is not None:
                 result.error = error.message() if isinstance(error, InferenceServerException) else str(error)
                 break

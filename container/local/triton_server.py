@@ -85,12 +85,36 @@ def server_environment(
     return env
 
 
+def model_repository(work_dir: Path, models: Sequence[str], replicas: int) -> Path:
+    """The repository Triton loads: the source one, or with several replicas a copy of each model's
+    config.pbtxt with its instance count set and links to the model code (which finds its package there)."""
+    if replicas == 1:
+        return MODEL_REPOSITORY
+    from serving.replicas import with_instance_count
+
+    repository = work_dir / "model_repository"
+    for name in models:
+        target = repository / name
+        target.mkdir(parents=True, exist_ok=True)
+        config = (MODEL_REPOSITORY / name / "config.pbtxt").read_text()
+        (target / "config.pbtxt").write_text(with_instance_count(config, replicas))
+        version = target / "1"
+        if not version.exists():
+            version.symlink_to(MODEL_REPOSITORY / name / "1", target_is_directory=True)
+    return repository
+
+
 def server_command(
-    install: TritonInstall, backends_dir: Path, ports: Ports, models: Sequence[str], shm_prefix: str
+    install: TritonInstall,
+    backends_dir: Path,
+    ports: Ports,
+    models: Sequence[str],
+    shm_prefix: str,
+    repository: Path = MODEL_REPOSITORY,
 ) -> list[str]:
     command = [
         str(install.binary),
-        f"--model-repository={MODEL_REPOSITORY}",
+        f"--model-repository={repository}",
         f"--backend-directory={backends_dir}",
         f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
         "--model-control-mode=explicit",
@@ -124,6 +148,8 @@ class TritonServer:
     log_to_console: bool = False
     # Set on top of the computed environment, as a task definition would (e.g. INSTANCE_TYPE).
     extra_environment: Mapping[str, str] = field(default_factory=dict)
+    # Engine replicas per model, each its own model instance and vLLM engine (~3 GB each on this CPU).
+    replicas: int = 1
     process: subprocess.Popen | None = None
 
     def __post_init__(self) -> None:
@@ -137,8 +163,10 @@ class TritonServer:
         except TritonInstallError as err:
             raise ServerError(f"{err}; run `make serve-env`") from None
         backends = install.lay_out_backends(self.work_dir / "backends")
-        command = server_command(install, backends, self.ports, self.models, self.shm_prefix)
+        repository = model_repository(self.work_dir, self.models, self.replicas)
+        command = server_command(install, backends, self.ports, self.models, self.shm_prefix, repository)
         env = server_environment(os.environ, install, model_dir=self.model_dir, index_dir=self.index_dir)
+        env["REPLICAS_PER_HOST"] = str(self.replicas)
         env.update(self.extra_environment)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         log = None if self.log_to_console else self.log_path.open("wb")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 from collections.abc import Coroutine, Mapping
@@ -26,7 +27,9 @@ def _report_failure(future: concurrent.futures.Future) -> None:
 
 
 class EngineLoop:
-    def __init__(self, settings: Mapping[str, Any], source: str) -> None:
+    def __init__(
+        self, settings: Mapping[str, Any], source: str, *, stat_loggers: list[Any] | None = None
+    ) -> None:
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
@@ -36,7 +39,7 @@ class EngineLoop:
         self._thread.start()
 
         async def start() -> AsyncLLM:
-            return AsyncLLM.from_engine_args(AsyncEngineArgs(**settings))
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(**settings), stat_loggers=stat_loggers)
 
         try:
             self.engine = self.run(start())
@@ -56,9 +59,23 @@ class EngineLoop:
     def unfinished_requests(self) -> int:
         return self.engine.get_num_unfinished_requests()
 
-    def stop(self) -> None:
+    async def _cancel_tasks(self) -> None:
+        tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        # Each cancelled request queues its final response; give them one pass of the loop to do it.
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """Cancel what still runs on the loop, shut the engine down (its processes exit), stop the loop."""
+        if self._thread.is_alive():
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(self._cancel_tasks(), self.loop).result(timeout=timeout_s)
         engine = getattr(self, "engine", None)
         if engine is not None:
-            engine.shutdown()
+            try:
+                engine.shutdown(timeout=timeout_s)
+            except Exception:
+                logger.exception("engine shutdown failed; its processes are killed instead")
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)

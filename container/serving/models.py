@@ -1,12 +1,15 @@
-"""The two Triton models: the shopping assistant and a plain pass-through for side-by-side benchmarks."""
+"""The two Triton models: the shopping assistant, and a pass-through that is a drop-in for clients of
+Triton's stock vLLM backend (and the benchmark's baseline)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from assistant.prepare import PreparedRequest, prepare_request
-from serving.streaming_model import StreamingModel
+from serving.stock_compat import ADDITIONAL_OUTPUTS
+from serving.streaming_model import INPUTS, ServingRequest, StreamingModel, read_inputs
 
 INDEX_DIR_VARIABLE = "ASSISTANT_INDEX_DIR"
 
@@ -16,9 +19,17 @@ class ModelLoadError(RuntimeError):
 
 
 class AssistantModel(StreamingModel):
-    """validate -> plan -> retrieve -> prompt -> stream, with product cards in the first response."""
+    """validate -> plan -> retrieve -> prompt -> stream, with product cards in the first response.
 
-    def load_steps(self) -> None:
+    Its request schema is stricter than the stock backend's on purpose: it faces shoppers' front ends, so
+    sampling keys are a known list with bounds (no `n`, no logprobs of hidden prompt text), the prompt has a
+    size limit, and max_tokens has a default that fits an answer.
+    """
+
+    has_products = True
+
+    def load_steps(self, settings: dict[str, Any]) -> None:
+        from assistant.chat import ChatFormat
         from assistant.retrieve import CatalogIndexError, ProductIndex
 
         index_dir = os.environ.get(INDEX_DIR_VARIABLE, "").strip()
@@ -28,13 +39,64 @@ class AssistantModel(StreamingModel):
             self.index = ProductIndex.open(Path(index_dir))
         except CatalogIndexError as err:
             raise ModelLoadError(f"{self.model_name}: cannot open the catalog index: {err}") from None
+        self.chat = ChatFormat.load(settings.get("tokenizer") or settings["model"])
+        print(
+            f"{self.model_name}: {self.index.describe()}; prompt format: {self.chat.describe()}", flush=True
+        )
+
+    def parse(self, request) -> ServingRequest:
+        from assistant.request import parse_request
+        from serving.stock_compat import flags
+
+        inputs = read_inputs(self.pb, request, INPUTS + ADDITIONAL_OUTPUTS)
+        parsed = parse_request(
+            inputs["text_input"],
+            inputs["stream"],
+            inputs["sampling_parameters"],
+            inputs["exclude_input_in_output"],
+            limits=self.limits,
+        )
+        return ServingRequest(
+            text=parsed.text,
+            stream=parsed.stream,
+            prepend_input=not parsed.exclude_input_in_output,
+            sampling=parsed.sampling.engine_kwargs(),
+            returns=flags(inputs),
+        )
 
     def prepare(self, text: str) -> PreparedRequest:
-        return prepare_request(text, self.index)
+        return prepare_request(text, self.index, self.chat)
 
 
 class PassthroughModel(StreamingModel):
-    """What Triton's stock vLLM backend does: the text goes to the engine as it is, no retrieval."""
+    """What Triton's stock vLLM backend does: the text goes to the engine as it is, any vLLM sampling key."""
+
+    def parse(self, request) -> ServingRequest:
+        from vllm import SamplingParams
+
+        from assistant.request import RequestError, RequestLimits, parse_text
+        from serving.stock_compat import flags, prepend_input, sampling_kwargs
+
+        inputs = read_inputs(self.pb, request, INPUTS + ADDITIONAL_OUTPUTS)
+        # The stock backend has no prompt size limit of its own: the engine's max_model_len is the limit.
+        text = parse_text(inputs["text_input"], RequestLimits(max_prompt_chars=10_000_000), strip=False)
+        stream = bool(inputs["stream"]) if inputs["stream"] is not None else False
+        exclude = inputs["exclude_input_in_output"]
+        prepend = prepend_input(stream, None if exclude is None else bool(exclude))
+        raw = inputs["sampling_parameters"]
+        if raw is None:
+            # Without the tensor, the stock backend reads the request's parameters (a JSON object string).
+            raw = request.parameters()
+        try:
+            sampling = sampling_kwargs(raw)
+            SamplingParams(**sampling)  # vLLM's own checks (ranges, combinations), before the engine sees it
+        except RequestError:
+            raise
+        except Exception as err:
+            raise RequestError(f"sampling_parameters: {err}") from None
+        return ServingRequest(
+            text=text, stream=stream, prepend_input=prepend, sampling=sampling, returns=flags(inputs)
+        )
 
     def prepare(self, text: str) -> PreparedRequest:
         return PreparedRequest(prompt=text)

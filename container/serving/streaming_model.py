@@ -1,21 +1,33 @@
-"""The shape both Triton models share: execute() only schedules, the engine loop streams.
+"""The shape both Triton models share: execute() only schedules, the engine loop streams, a thread sends.
 
 execute() takes each request's response sender, validates its inputs (a bad request gets its own error at
 once) and hands the work to the engine's event-loop thread. There the request is prepared (the assistant
-plans, retrieves and builds its prompt; the pass-through uses the text as it is), then streamed from vLLM
-chunk by chunk, checking between chunks whether the client cancelled so the engine slot is freed at once.
+plans, retrieves and builds its prompt; the pass-through uses the text as it is) and streamed from vLLM.
+Responses, cancellation checks, metric updates and log lines go through the outbox thread, so nothing that
+waits on Triton's parent process or a pipe holds up the loop that serves every stream.
+
+No silent failure: a dead engine unloads the model (the health checks then fail and the host is replaced);
+a client that goes away aborts its engine request, also while it waits for a batch slot; finalize() drains,
+shuts the engine down and kills any engine process that did not exit; a guard process kills them if this
+process dies first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import gc
 import json
 import locale
 import logging
 import os
+import shutil
+import subprocess
+import sys
 import time
 import uuid
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +39,26 @@ from serving.engine_settings import engine_settings
 logger = logging.getLogger(__name__)
 
 INPUTS = ("text_input", "stream", "sampling_parameters", "exclude_input_in_output")
+GAUGE_INTERVAL_ENV = "GAUGE_INTERVAL_SECONDS"
+DRAIN_TIMEOUT_ENV = "FINALIZE_DRAIN_SECONDS"
+ENGINE_SHUTDOWN_TIMEOUT_S = 20.0
 
 
-def read_inputs(pb_utils, request) -> dict[str, Any]:
-    """Each known input as a Python value (bytes for strings, numpy scalar for BOOL), or None if absent."""
+@dataclass(frozen=True)
+class ServingRequest:
+    """A validated request, whichever model parsed it."""
+
+    text: str
+    stream: bool
+    prepend_input: bool
+    sampling: dict[str, Any]
+    returns: frozenset[str] = frozenset()
+
+
+def read_inputs(pb_utils, request, names) -> dict[str, Any]:
+    """Each named input as a Python value (bytes for strings, numpy scalar for BOOL), or None if absent."""
     values: dict[str, Any] = {}
-    for name in INPUTS:
+    for name in names:
         tensor = pb_utils.get_input_tensor_by_name(request, name)
         if tensor is None:
             values[name] = None
@@ -42,16 +68,39 @@ def read_inputs(pb_utils, request) -> dict[str, Any]:
     return values
 
 
+def _python() -> str:
+    # Inside Triton's stub sys.executable may name the stub; the stub itself runs the first python3 on PATH.
+    if Path(sys.executable).name.startswith("python"):
+        return sys.executable
+    return shutil.which("python3") or "python3"
+
+
+def _seconds(environ, name: str, default: float) -> float:
+    raw = environ.get(name, "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"{name}: must be a number of seconds, got {raw!r}") from None
+    if value <= 0:
+        raise ValueError(f"{name}: must be above 0, got {raw!r}")
+    return value
+
+
 class StreamingModel:
-    """Base for the Triton Python-backend models; subclasses say how a request is prepared."""
+    """Base for the Triton Python-backend models; subclasses say how a request is parsed and prepared."""
 
     def initialize(self, args: dict[str, str]) -> None:
         # Before torch is imported: the stub may start under the C locale, which breaks tokenizer files.
         locale.setlocale(locale.LC_CTYPE, "C.UTF-8")
         import triton_python_backend_utils as pb_utils
 
+        from assistant.metrics import serving_dimensions, slow_first_token_ms
         from assistant.request import RequestLimits
         from serving.engine_loop import EngineLoop
+        from serving.engine_stats import EngineStats
+        from serving.host_gauge import HostGaugeBoard
+        from serving.outbox import Outbox
+        from serving.replicas import placement
         from serving.triton_metrics import ServingMetrics
 
         self.pb = pb_utils
@@ -61,171 +110,341 @@ class StreamingModel:
             raise pb_utils.TritonModelException(
                 f"{self.model_name}: config.pbtxt must make the model decoupled"
             )
-        from assistant.metrics import serving_dimensions
-
         self.limits = RequestLimits.from_env()
+        self.slo_ms = slow_first_token_ms()
+        self.gauge_interval_s = _seconds(os.environ, GAUGE_INTERVAL_ENV, 10.0)
+        self.drain_timeout_s = _seconds(os.environ, DRAIN_TIMEOUT_ENV, 10.0)
         self.emf_dimensions, self.emf_dimension_sets = serving_dimensions(self.model_name)
-        self.load_steps()  # fail fast (e.g. a missing index) before the minutes-long engine start
         model_json = Path(args["model_repository"]) / args["model_version"] / "model.json"
-        self.engine = EngineLoop(engine_settings(model_json, os.environ), str(model_json))
-        self.metrics = ServingMetrics(pb_utils, self.model_name)
+        settings = engine_settings(model_json, os.environ)
+        self.replica = placement(
+            args.get("model_instance_name", ""), settings["tensor_parallel_size"], os.environ
+        )
+        # Each replica is its own stub process: this variable reaches only this replica's engine.
+        os.environ["NEURON_RT_VISIBLE_CORES"] = self.replica.visible_cores
+        print(self.replica.describe(self.model_name), flush=True)
+        self.load_steps(settings)  # fail fast (e.g. a missing index) before the minutes-long engine start
+
+        self.live: dict[str, Any] = {}  # request id -> LiveRequest; touched on the engine loop only
+        self.healthy = True
+        self.draining = False
+        self.outbox = Outbox()
+        self.metrics = ServingMetrics(pb_utils, self.model_name, replica=self.replica.index)
+        self.gauge_board = HostGaugeBoard.for_server(self.model_name, self.replica)
+        self.engine_stats = EngineStats()
+        self.serving_slots = int(settings["max_num_seqs"])
+        self._guard = subprocess.Popen(
+            [_python(), "-m", "serving.orphan_guard", str(os.getpid())],
+            cwd=str(Path(__file__).resolve().parents[1]),
+        )
+        try:
+            self.engine = EngineLoop(settings, str(model_json), stat_loggers=[self.engine_stats.factory])
+        except BaseException:
+            self._stop_guard()
+            raise
+        self.engine.submit(self._gauge_loop())
 
     # ---- hooks for subclasses ----
-    def load_steps(self) -> None:
+    def load_steps(self, settings: dict[str, Any]) -> None:
         """Open what the request steps need (an index); raise with a clear message if it is unusable."""
+
+    def parse(self, request) -> ServingRequest:
+        raise NotImplementedError
 
     def prepare(self, text: str) -> PreparedRequest:
         raise NotImplementedError
 
     # ---- Triton entry points ----
     def execute(self, requests):
-        from assistant.request import RequestError, parse_request
+        from assistant.request import RequestError
+        from serving.outbox import LiveRequest
 
         for request in requests:
             arrival = time.perf_counter()
             sender = request.get_response_sender()
+            if not self.healthy or self.draining:
+                reason = "the engine is not healthy" if not self.healthy else "the model is shutting down"
+                self._send_error_now(sender, f"{self.model_name} is unavailable: {reason}", "UNAVAILABLE")
+                continue
             try:
-                inputs = read_inputs(self.pb, request)
-                parsed = parse_request(
-                    inputs["text_input"],
-                    inputs["stream"],
-                    inputs["sampling_parameters"],
-                    inputs["exclude_input_in_output"],
-                    limits=self.limits,
-                )
+                parsed = self.parse(request)
             except RequestError as err:
-                self.metrics.rejected()
-                self._send_error(sender, str(err))
+                self._send_error_now(sender, str(err), "INVALID_ARG")
+                self.outbox.put(lambda: self._record(None, "rejected", None, 0, None, None))
                 continue
             except Exception as err:  # an input this code did not foresee: still this request's error only
                 logger.exception("could not read request inputs")
-                self.metrics.rejected()
-                self._send_error(sender, f"could not read the request inputs: {type(err).__name__}: {err}")
+                self._send_error_now(
+                    sender, f"could not read the request inputs: {type(err).__name__}: {err}"
+                )
+                self.outbox.put(lambda: self._record(None, "rejected", None, 0, None, None))
                 continue
-            self.engine.submit(self._serve(sender, parsed, arrival))
+            live = LiveRequest(uuid.uuid4().hex, sender, arrival, parsed.stream)
+            self.engine.submit(self._serve(live, parsed))
         return None
 
     def finalize(self) -> None:
-        self.engine.stop()
+        """Drain what is in flight, then stop the engine, its processes and the threads; within seconds."""
+        self.draining = True
+        deadline = time.monotonic() + self.drain_timeout_s
+        while self.engine.run(self._live_count()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.engine.stop(timeout_s=ENGINE_SHUTDOWN_TIMEOUT_S)
+        self._kill_leftover_processes()
+        self.gauge_board.leave()
+        self.outbox.stop()
+        self._stop_guard()
+        # Release the metric families while Triton's shared memory still exists: left to interpreter exit,
+        # their destructors write to unmapped memory and the stub segfaults.
+        self.metrics = None
+        gc.collect()
 
     # ---- the request, on the engine loop ----
-    async def _serve(self, sender, parsed, arrival: float) -> None:
+    async def _live_count(self) -> int:
+        return len(self.live)
+
+    async def _serve(self, live, parsed: ServingRequest) -> None:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        request_id = uuid.uuid4().hex
-        in_flight, queue_depth = self.metrics.started()
-        outcome, output_tokens, ttft_ms, prepared, prepare_ms = "failed", 0, None, None, None
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        live.on_cancel = lambda: loop.call_soon_threadsafe(task.cancel)
+        self.live[live.request_id] = live
+        self.outbox.watch(live)
+        self._publish_counts()
+        outcome, ttft_ms, prepared, prepare_ms = "failed", None, None, None
+        input_tokens, output_tokens = None, 0
         try:
             prepare_started = time.perf_counter()
-            # On the loop itself: plan + retrieve + prompt take ~0.2 ms (p99 0.4 ms, 5k products; the 1M
-            # index searches at p99 ~10 ms). Handing them to a thread cost ~10 ms at p50 under load: the
-            # result waits for the GIL, which the busy loop thread gives up only every switch interval.
+            # On the loop itself: plan + retrieve + prompt take well under a millisecond at p50; handing
+            # them to a thread cost ~10 ms (the result waits for the GIL the busy loop thread holds).
             prepared = self.prepare(parsed.text)
             prepare_ms = (time.perf_counter() - prepare_started) * 1000.0
-            if sender.is_cancelled():  # gone while we planned and retrieved: never reaches the engine
-                outcome = "cancelled"
-                sender.send(flags=self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-                return
-            kind = RequestOutputKind.DELTA if parsed.stream else RequestOutputKind.FINAL_ONLY
-            params = SamplingParams(**parsed.sampling.engine_kwargs(), output_kind=kind)
-            products_json = json.dumps(prepared.products)
-            collected: list[str] = []
-            engine = self.engine.engine
+            if live.cancelled:  # gone while we planned and retrieved: never reaches the engine
+                raise asyncio.CancelledError
+            kind = RequestOutputKind.DELTA if parsed.stream else RequestOutputKind.CUMULATIVE
+            sampling = dict(parsed.sampling)
+            # The chat turn's end tokens stop the answer, unless the client asked to ignore the end of
+            # sequence (benchmarks and tests that need a fixed length).
+            if prepared.stop_token_ids and not sampling.get("ignore_eos"):
+                sampling["stop_token_ids"] = sorted(
+                    set(sampling.get("stop_token_ids") or []) | set(prepared.stop_token_ids)
+                )
+            params = SamplingParams(**sampling, output_kind=kind)
+            products_json = json.dumps(prepared.products) if self.has_products else None
+            last = None
             # aclosing: however the loop ends (cancel, error), closing the generator aborts the engine
             # request, so its batch slot is freed at once rather than when the generator is collected.
-            outputs = engine.generate({"prompt": prepared.prompt}, params, request_id)
+            outputs = self.engine.engine.generate({"prompt": prepared.prompt}, params, live.request_id)
             async with contextlib.aclosing(outputs):
                 async for output in outputs:
-                    if sender.is_cancelled():
-                        outcome = "cancelled"
-                        sender.send(flags=self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-                        return
-                    completion = output.outputs[0]
-                    first = ttft_ms is None
-                    if first:
-                        ttft_ms = (time.perf_counter() - arrival) * 1000.0
-                        self.metrics.first_token(ttft_ms)
-                    output_tokens = len(completion.token_ids) + (output_tokens if parsed.stream else 0)
+                    if input_tokens is None and output.prompt_token_ids is not None:
+                        input_tokens = len(output.prompt_token_ids)
+                    if not live.first_token:
+                        live.first_token = True
+                        self._publish_counts()
+                        if parsed.stream:  # a non-streaming client's first byte is its last
+                            ttft_ms = (time.perf_counter() - live.arrival) * 1000.0
                     if parsed.stream:
-                        flags = self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL if output.finished else 0
-                        sender.send(
-                            self._response(completion.text, products_json if first else None), flags=flags
+                        output_tokens += sum(len(choice.token_ids) for choice in output.outputs)
+                        response = self._response(output, parsed, products_json)
+                        products_json = None
+                        self.outbox.send(
+                            live, response, self._final_flag(output.finished), final=output.finished
                         )
-                    else:
-                        collected.append(completion.text)
-            if not parsed.stream:
-                text = "".join(collected)
-                if not parsed.exclude_input_in_output:
-                    text = parsed.text + text
-                sender.send(
-                    self._response(text, products_json), flags=self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-                )
-            elif ttft_ms is None:  # the engine produced nothing at all; still close the stream
-                sender.send(flags=self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                    last = output
+            if not parsed.stream and last is not None:
+                output_tokens = sum(len(choice.token_ids) for choice in last.outputs)
+                response = self._response(last, parsed, products_json)
+                self.outbox.send(live, response, self._final_flag(True), final=True)
+            if not live.final_queued:  # the engine produced nothing at all; still close the stream
+                self.outbox.send(live, None, self._final_flag(True), final=True)
             outcome = "completed"
         except asyncio.CancelledError:
-            outcome = "cancelled"
-            raise
-        except Exception as err:  # one request's failure must not take the model down
-            if sender.is_cancelled():
-                # The client went away between our check and a send, which then fails: a cancellation.
+            if live.cancelled:
+                # As the stock backend: a cancelled request ends with a CANCELLED error, not an empty final.
                 outcome = "cancelled"
-            else:
-                logger.exception("request %s failed", request_id)
-                self._send_error_quietly(sender, f"request failed: {type(err).__name__}: {err}")
-        finally:
-            engine_unfinished = self.engine.unfinished_requests()
-            in_flight = self.metrics.finished(
-                outcome=outcome,
-                output_tokens=output_tokens,
-                got_first_token=ttft_ms is not None,
-                engine_unfinished=engine_unfinished,
-            )
-            try:
-                self._log_emf(
-                    request_id, prepared, outcome, ttft_ms, output_tokens, in_flight, queue_depth, prepare_ms
+                self._queue_error(live, "Request was cancelled", "CANCELLED")
+            else:  # the model is shutting down under this request
+                outcome = "aborted"
+                self._queue_error(live, f"{self.model_name} is shutting down", "UNAVAILABLE")
+        except Exception as err:  # one request's failure must not take the model down, but a dead engine does
+            if self._engine_dead(err):
+                self._engine_died(err)
+                self._queue_error(
+                    live, f"{self.model_name} is unavailable: the engine died ({err})", "UNAVAILABLE"
                 )
-            except Exception:  # a metrics line must never fail a request that was already answered
-                logger.exception("EMF line for request %s not written", request_id)
-
-    def _response(self, text: str, products_json: str | None):
-        tensors = [self.pb.Tensor("text_output", np.array([text.encode("utf-8")], dtype=np.object_))]
-        if products_json is not None:
-            tensors.append(
-                self.pb.Tensor("products", np.array([products_json.encode("utf-8")], dtype=np.object_))
-            )
-        return self.pb.InferenceResponse(output_tensors=tensors)
-
-    def _send_error(self, sender, message: str) -> None:
-        response = self.pb.InferenceResponse(output_tensors=[], error=self.pb.TritonError(message))
-        sender.send(response, flags=self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-
-    def _send_error_quietly(self, sender, message: str) -> None:
-        try:
-            self._send_error(sender, message)
-        except Exception:  # the stream may already be closed; the request is over either way
-            logger.exception("could not send the error response")
-
-    def _log_emf(
-        self, request_id, prepared, outcome, ttft_ms, output_tokens, in_flight, queue_depth, prepare_ms
-    ) -> None:
-        from assistant.metrics import emf_line, request_metrics_record
-
-        record = request_metrics_record(
-            output_tokens=output_tokens,
-            in_flight=in_flight,
-            queue_depth=queue_depth,
-            ttft_ms=ttft_ms,
-            dimensions=self.emf_dimensions,
-            dimension_sets=self.emf_dimension_sets,
-            properties={
-                "RequestId": request_id,
-                "Outcome": outcome,
+            else:
+                logger.exception("request %s failed", live.request_id)
+                self._queue_error(live, f"Error generating stream: {type(err).__name__}: {err}")
+        finally:
+            self.live.pop(live.request_id, None)
+            self._publish_counts()
+            if not self.live:
+                self.engine_stats.idle()
+            properties = {
                 "Intent": prepared.intent if prepared and prepared.intent else "none",
                 # Plan + retrieve + prompt time: the assistant's own share of TTFT (a property, not a metric).
                 "PrepareMs": None if prepare_ms is None else round(prepare_ms, 3),
-            },
+                "Stream": parsed.stream,
+            }
+            self.outbox.put(
+                lambda: self._record(
+                    live.request_id, outcome, ttft_ms, output_tokens, input_tokens, properties
+                )
+            )
+
+    has_products = False
+
+    def _final_flag(self, final: bool) -> int:
+        return self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL if final else 0
+
+    def _response(self, output, parsed: ServingRequest, products_json: str | None):
+        from serving.stock_compat import logprobs_json
+
+        pb = self.pb
+        choices = output.outputs
+        prefix = parsed.text if parsed.prepend_input else ""  # only ever for the one non-streaming response
+        texts = [(prefix + choice.text).encode("utf-8") for choice in choices]
+        tensors = [pb.Tensor("text_output", np.array(texts, dtype=np.object_))]
+        if self.has_products and products_json is not None:
+            tensors.append(pb.Tensor("products", np.array([products_json.encode("utf-8")], dtype=np.object_)))
+        returns = parsed.returns
+        if "return_finish_reason" in returns:
+            reasons = [str(choice.finish_reason).encode("utf-8") for choice in choices]
+            tensors.append(pb.Tensor("finish_reason", np.array(reasons, dtype=np.object_)))
+        if "return_cumulative_logprob" in returns:
+            values = [choice.cumulative_logprob or 0.0 for choice in choices]
+            tensors.append(pb.Tensor("cumulative_logprob", np.array(values, dtype=np.float32)))
+        if "return_logprobs" in returns:
+            values = [logprobs_json(choice.logprobs) for choice in choices]
+            tensors.append(pb.Tensor("logprobs", np.array(values, dtype=np.object_)))
+        if "return_num_input_tokens" in returns:
+            count = len(output.prompt_token_ids or [])
+            tensors.append(pb.Tensor("num_input_tokens", np.array(count, dtype=np.uint32)))
+        if "return_num_output_tokens" in returns:
+            counts = [len(choice.token_ids) for choice in choices]
+            tensors.append(pb.Tensor("num_output_tokens", np.array(counts, dtype=np.uint32)))
+        return pb.InferenceResponse(output_tensors=tensors)
+
+    def _error_response(self, message: str, code: str | None):
+        error_code = getattr(self.pb.TritonError, code, None) if code else None
+        error = (
+            self.pb.TritonError(message) if error_code is None else self.pb.TritonError(message, error_code)
+        )
+        return self.pb.InferenceResponse(output_tensors=[], error=error)
+
+    def _queue_error(self, live, message: str, code: str | None = None) -> None:
+        if not live.final_queued:
+            self.outbox.send(live, self._error_response(message, code), self._final_flag(True), final=True)
+
+    def _send_error_now(self, sender, message: str, code: str | None = None) -> None:
+        try:
+            sender.send(self._error_response(message, code), flags=self._final_flag(True))
+        except Exception:  # the stream may already be closed; the request is over either way
+            logger.exception("could not send the error response")
+
+    # ---- engine health ----
+    def _engine_dead(self, err: BaseException) -> bool:
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        return isinstance(err, EngineDeadError) or bool(getattr(self.engine.engine, "errored", False))
+
+    def _engine_died(self, err: BaseException | str) -> None:
+        """Out of service: Triton unloads the model, its ready endpoints fail, the host is replaced."""
+        if not self.healthy:
+            return
+        self.healthy = False
+        print(
+            f"{self.model_name}: the vLLM engine is dead ({err}); unloading the model",
+            file=sys.stderr,
+            flush=True,
+        )
+
+        def unload() -> None:
+            try:
+                self.pb.unload_model(self.model_name)
+            except Exception:
+                logger.exception("could not unload %s; exiting so the host is replaced", self.model_name)
+                os._exit(1)
+
+        self.outbox.put(unload)
+
+    # ---- metrics ----
+    def _counts(self) -> tuple[int, int]:
+        in_flight = len(self.live)
+        queued = sum(1 for live in self.live.values() if not live.first_token)
+        return in_flight, queued
+
+    def _publish_counts(self) -> None:
+        in_flight, queued = self._counts()
+        self.outbox.put(lambda: self.metrics.live_counts(in_flight, queued))
+
+    async def _gauge_loop(self) -> None:
+        """Every interval, whether or not a request finished: the host gauge line and the engine's stats."""
+        while True:
+            await asyncio.sleep(self.gauge_interval_s)
+            if self.healthy and getattr(self.engine.engine, "errored", False):
+                self._engine_died("engine reported errored")
+            in_flight, queued = self._counts()
+            engine = self.engine_stats.snapshot
+            self.outbox.put(functools.partial(self._publish_gauge, in_flight, queued, engine))
+
+    def _publish_gauge(self, in_flight: int, queued: int, engine) -> None:
+        from assistant.metrics import emf_line, host_gauge_record
+
+        self.metrics.engine(engine, serving_slots=self.serving_slots)
+        gauge = self.gauge_board.post(in_flight, queued, engine.kv_cache_usage, self.serving_slots)
+        if gauge is not None:  # one replica per host writes the host's line
+            record = host_gauge_record(
+                gauge,
+                dimensions=self.emf_dimensions,
+                dimension_sets=self.emf_dimension_sets,
+                properties={"Kind": "host-gauge"},
+            )
+            print(emf_line(record), flush=True)
+
+    def _record(self, request_id, outcome, ttft_ms, output_tokens, input_tokens, properties) -> None:
+        """On the outbox thread: the Prometheus counters and the request's EMF line."""
+        from assistant.metrics import emf_line, request_metrics_record
+
+        self.metrics.finished(
+            outcome=outcome, ttft_ms=ttft_ms, output_tokens=output_tokens, input_tokens=input_tokens
+        )
+        record = request_metrics_record(
+            output_tokens=output_tokens,
+            input_tokens=input_tokens,
+            failed=outcome == "failed",
+            ttft_ms=ttft_ms,
+            slow_first_token_ms=self.slo_ms,
+            dimensions=self.emf_dimensions,
+            dimension_sets=self.emf_dimension_sets,
+            properties={"RequestId": request_id or "none", "Outcome": outcome, **(properties or {})},
         )
         # stdout of the stub reaches the container log, which the awslogs driver ships to CloudWatch.
         print(emf_line(record), flush=True)
+
+    def _kill_leftover_processes(self) -> None:
+        """Engine processes still alive after the shutdown (a worker stuck in a step) go now, not never."""
+        from serving.orphan_guard import descendants, kill_recorded
+
+        leftovers = descendants(os.getpid())
+        guard = getattr(self, "_guard", None)
+        if guard is not None:
+            leftovers.pop(guard.pid, None)
+        killed = kill_recorded(leftovers)
+        if killed:
+            print(
+                f"{self.model_name}: killed engine processes {killed} that outlived the shutdown", flush=True
+            )
+
+    def _stop_guard(self) -> None:
+        guard = getattr(self, "_guard", None)
+        if guard is not None and guard.poll() is None:
+            guard.kill()
+            guard.wait(timeout=5)
+
+
+def with_returns(parsed: ServingRequest, returns: frozenset[str]) -> ServingRequest:
+    return replace(parsed, returns=returns)

@@ -1,22 +1,25 @@
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import pytest
 
 from assistant.metrics import (
     DEFAULT_NAMESPACE,
+    DEFAULT_SLOW_FIRST_TOKEN_MS,
     NAMESPACE_ENV,
+    SLOW_FIRST_TOKEN_ENV,
     EmfError,
+    HostGauge,
     MetricValue,
-    RequestStats,
     emf_line,
     emf_record,
+    host_gauge_record,
     namespace_from_env,
     request_metrics_record,
     serving_dimensions,
+    slow_first_token_ms,
     validate_emf,
 )
 
@@ -27,8 +30,8 @@ def _record(**changes: Any) -> dict[str, Any]:
     arguments: dict[str, Any] = {
         "ttft_ms": 123.4567,
         "output_tokens": 42,
-        "in_flight": 7,
-        "queue_depth": 2,
+        "input_tokens": 180,
+        "failed": False,
         "dimensions": DIMENSIONS,
         "namespace": "Test",
         "timestamp_ms": 1_700_000_000_000,
@@ -44,9 +47,10 @@ def test_request_record_follows_the_emf_layout() -> None:
         "Model": "assistant",
         "InstanceType": "trn1.32xlarge",
         "TimeToFirstToken": 123.457,
+        "SlowFirstToken": 0,
         "OutputTokens": 42,
-        "RequestsInFlight": 7,
-        "QueueDepth": 2,
+        "InputTokens": 180,
+        "RequestFailed": 0,
         "_aws": {
             "Timestamp": 1_700_000_000_000,
             "CloudWatchMetrics": [
@@ -55,9 +59,10 @@ def test_request_record_follows_the_emf_layout() -> None:
                     "Dimensions": [["Model", "InstanceType"]],
                     "Metrics": [
                         {"Name": "TimeToFirstToken", "Unit": "Milliseconds"},
+                        {"Name": "SlowFirstToken", "Unit": "Count"},
                         {"Name": "OutputTokens", "Unit": "Count"},
-                        {"Name": "RequestsInFlight", "Unit": "Count"},
-                        {"Name": "QueueDepth", "Unit": "Count"},
+                        {"Name": "InputTokens", "Unit": "Count"},
+                        {"Name": "RequestFailed", "Unit": "Count"},
                     ],
                 }
             ],
@@ -84,11 +89,49 @@ def test_serving_dimensions_add_the_fleet_only_where_the_task_names_it() -> None
     )
 
 
+def _names(record: dict[str, Any]) -> list[str]:
+    return [metric["Name"] for metric in record["_aws"]["CloudWatchMetrics"][0]["Metrics"]]
+
+
 def test_no_first_token_means_no_ttft_datapoint() -> None:
-    record = _record(ttft_ms=None)
-    names = [metric["Name"] for metric in record["_aws"]["CloudWatchMetrics"][0]["Metrics"]]
-    assert "TimeToFirstToken" not in names
-    assert "TimeToFirstToken" not in record
+    record = _record(ttft_ms=None, failed=True, input_tokens=None)
+    assert "TimeToFirstToken" not in _names(record) and "TimeToFirstToken" not in record
+    assert "SlowFirstToken" not in record and "InputTokens" not in record
+    assert record["RequestFailed"] == 1
+
+
+@pytest.mark.parametrize(("ttft_ms", "slow"), [(999.9, 0), (1000.0, 0), (1000.1, 1), (5000.0, 1)])
+def test_slow_first_token_counts_against_the_objective(ttft_ms: float, slow: int) -> None:
+    assert _record(ttft_ms=ttft_ms, slow_first_token_ms=1000.0)["SlowFirstToken"] == slow
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [(None, DEFAULT_SLOW_FIRST_TOKEN_MS), ("", DEFAULT_SLOW_FIRST_TOKEN_MS), ("750", 750.0)],
+)
+def test_objective_comes_from_the_environment(raw: str | None, expected: float) -> None:
+    environ = {} if raw is None else {SLOW_FIRST_TOKEN_ENV: raw}
+    assert slow_first_token_ms(environ) == expected
+
+
+@pytest.mark.parametrize("raw", ["fast", "0", "-5", "nan", "inf"])
+def test_an_unusable_objective_is_named(raw: str) -> None:
+    with pytest.raises(ValueError, match=SLOW_FIRST_TOKEN_ENV):
+        slow_first_token_ms({SLOW_FIRST_TOKEN_ENV: raw})
+
+
+def test_host_gauge_carries_the_four_signals_in_one_line() -> None:
+    record = host_gauge_record(
+        HostGauge(in_flight=5, queue_depth=2, kv_cache_usage=1.3, serving_slots=96),
+        dimensions=DIMENSIONS,
+        dimension_sets=[["Model"], ["Model", "InstanceType"]],
+        namespace="Test",
+        timestamp_ms=1,
+    )
+    assert _names(record) == ["RequestsInFlight", "QueueDepth", "KvCacheUsage", "ServingSlots"]
+    assert (record["RequestsInFlight"], record["QueueDepth"], record["ServingSlots"]) == (5, 2, 96)
+    assert record["KvCacheUsage"] == 1.0, "a usage above 1 (rounding in the engine) is clamped to 0..1"
+    assert record["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["Model"], ["Model", "InstanceType"]]
 
 
 def test_namespace_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -189,59 +232,3 @@ def test_builder_refuses_ambiguous_members(metrics: list, properties: dict | Non
         emf_record(
             namespace="N", dimensions=DIMENSIONS, metrics=metrics, timestamp_ms=0, properties=properties
         )
-
-
-def test_stats_follow_a_request_through_queue_and_engine() -> None:
-    stats = RequestStats()
-    assert stats.enqueue().queue_depth == 1
-    started = stats.start()
-    assert (started.queue_depth, started.in_flight) == (0, 1)
-    finished = stats.finish()
-    assert (finished.in_flight, finished.started_total, finished.finished_total) == (0, 1, 1)
-
-
-def test_stats_refuse_impossible_transitions() -> None:
-    stats = RequestStats()
-    with pytest.raises(RuntimeError, match="no request is in flight"):
-        stats.finish()
-    with pytest.raises(RuntimeError, match="no request is queued"):
-        stats.start()
-    with pytest.raises(RuntimeError, match="no request is queued"):
-        stats.abandon_queued()
-    stats.enqueue()
-    assert stats.abandon_queued().queue_depth == 0
-
-
-def test_tracking_finishes_even_when_the_request_fails() -> None:
-    stats = RequestStats()
-    with pytest.raises(ValueError), stats.tracking() as snapshot:
-        assert snapshot.in_flight == 1
-        raise ValueError("engine error")
-    assert stats.snapshot().in_flight == 0
-    assert stats.snapshot().finished_total == 1
-
-
-def test_stats_stay_exact_under_many_threads() -> None:
-    stats = RequestStats()
-    threads, rounds = 8, 2_000
-    peak = []
-    barrier = threading.Barrier(threads)
-
-    def worker() -> None:
-        barrier.wait()
-        local_peak = 0
-        for _ in range(rounds):
-            stats.enqueue()
-            local_peak = max(local_peak, stats.start().in_flight)
-            stats.finish()
-        peak.append(local_peak)
-
-    workers = [threading.Thread(target=worker) for _ in range(threads)]
-    for thread in workers:
-        thread.start()
-    for thread in workers:
-        thread.join()
-    final = stats.snapshot()
-    assert (final.in_flight, final.queue_depth) == (0, 0)
-    assert final.started_total == final.finished_total == threads * rounds
-    assert 1 <= max(peak) <= threads

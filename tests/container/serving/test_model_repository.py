@@ -8,7 +8,25 @@ from pathlib import Path
 import pytest
 
 REPOSITORY = Path(__file__).resolve().parents[3] / "container" / "model_repository"
-VLLM_BACKEND_INPUTS = {"text_input", "stream", "sampling_parameters", "exclude_input_in_output"}
+VLLM_BACKEND_INPUTS = {
+    "text_input",
+    "stream",
+    "sampling_parameters",
+    "exclude_input_in_output",
+    "return_finish_reason",
+    "return_cumulative_logprob",
+    "return_logprobs",
+    "return_num_input_tokens",
+    "return_num_output_tokens",
+}
+VLLM_BACKEND_OUTPUTS = {
+    "text_output",
+    "finish_reason",
+    "cumulative_logprob",
+    "logprobs",
+    "num_input_tokens",
+    "num_output_tokens",
+}
 
 
 def tensor_names(config: str, section: str) -> set[str]:
@@ -24,7 +42,7 @@ def test_models_keep_the_vllm_backend_contract(model: str) -> None:
     assert 'backend: "python"' in config
     assert "decoupled: true" in config
     assert tensor_names(config, "input") == VLLM_BACKEND_INPUTS
-    assert tensor_names(config, "output") == {"text_output", "products"}
+    assert tensor_names(config, "output") == VLLM_BACKEND_OUTPUTS | {"products"}
 
 
 def test_passthrough_runs_the_same_engine_settings() -> None:

@@ -11,13 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from local.client import StreamingClient
+from local.client import StreamingClient, StreamResult
 from local.triton_server import ServerError, TritonServer, free_ports
-from tests.container.conftest import TEST_INSTANCE_TYPE, emf_lines, read_metrics
+from tests.container.conftest import TEST_INSTANCE_TYPE, TEST_SLOW_FIRST_TOKEN_MS, emf_lines, read_metrics
 
 pytestmark = pytest.mark.serving
 
-MODEL = 'model="assistant"'
+MODEL = 'model="assistant",replica="0"'
 # ignore_eos: a random-weight model may end early; these tests need a known number of tokens.
 SHORT = {"max_tokens": 24, "ignore_eos": True, "temperature": 0.8}
 
@@ -59,7 +59,7 @@ def test_first_response_carries_product_cards(triton: TritonServer) -> None:
     assert result.responses_with_products == 1
     assert result.products, "a product search must return product cards"
     for card in result.products:
-        assert set(card) == {"id", "title", "price", "url", "image_url"}
+        assert set(card) == {"id", "title", "price", "currency", "rating", "review_count", "url", "image_url"}
         assert card["url"].startswith("https://")
     assert any("boot" in card["title"].lower() for card in result.products)
 
@@ -133,15 +133,16 @@ def test_cancellation_aborts_the_engine_request_and_frees_the_slot(triton: Trito
 
     def slot_freed() -> dict[str, float] | None:
         now = read_metrics(triton)
-        cancelled = now[f'llm_requests_total{{{MODEL},outcome="cancelled"}}']
-        if cancelled > before.get(f'llm_requests_total{{{MODEL},outcome="cancelled"}}', 0.0):
+        cancelled = now['llm_requests_total{model="assistant",outcome="cancelled",replica="0"}']
+        if cancelled > before.get(
+            'llm_requests_total{model="assistant",outcome="cancelled",replica="0"}', 0.0
+        ):
             return now
         return None
 
     after = wait_for(slot_freed, timeout_s=5.0)
     assert after is not None, "the server never saw the cancellation"
     assert after[f"llm_requests_in_flight{{{MODEL}}}"] == 0
-    assert after[f"llm_engine_unfinished_requests{{{MODEL}}}"] == 0
     generated = after[f"llm_output_tokens_total{{{MODEL}}}"] - before[f"llm_output_tokens_total{{{MODEL}}}"]
     assert generated < max_tokens / 10, f"the engine kept generating after the cancel ({generated} tokens)"
 
@@ -182,36 +183,160 @@ def test_bad_input_gets_an_error_for_that_request_only(
     assert long_stream["result"].error is None and len(long_stream["result"].chunks) >= 8
 
 
-def test_metrics_port_serves_request_metrics(triton: TritonServer) -> None:
+def test_metrics_port_serves_request_metrics_in_base_units(triton: TritonServer) -> None:
+    before = settled_metrics(triton)
     with StreamingClient(triton.grpc_url) as client:
-        assert client.ask("headphones", sampling=SHORT).error is None
-    metrics = settled_metrics(triton)
-    assert metrics[f"llm_time_to_first_token_ms_count{{{MODEL}}}"] >= 1
-    assert metrics[f"llm_time_to_first_token_ms_sum{{{MODEL}}}"] > 0
-    assert metrics[f"llm_output_tokens_total{{{MODEL}}}"] >= SHORT["max_tokens"]
-    assert metrics[f"llm_requests_in_flight{{{MODEL}}}"] == 0
-    assert metrics[f"llm_queue_depth{{{MODEL}}}"] == 0
-    assert metrics[f'llm_requests_total{{{MODEL},outcome="completed"}}'] >= 1
+        result = client.ask("headphones", sampling=SHORT)
+    assert result.error is None
+
+    def grown() -> dict[str, float] | None:
+        now = settled_metrics(triton)
+        key = f"llm_time_to_first_token_seconds_count{{{MODEL}}}"
+        return now if now.get(key, 0) > before.get(key, 0) else None
+
+    metrics = wait_for(grown)
+    assert metrics is not None, "the request never reached the TTFT histogram"
+    ttft_s = metrics[f"llm_time_to_first_token_seconds_sum{{{MODEL}}}"] - before.get(
+        f"llm_time_to_first_token_seconds_sum{{{MODEL}}}", 0.0
+    )
+    assert 0 < ttft_s < result.total_s, "TTFT is recorded in seconds"
+    assert not any("_ms" in key for key in metrics), "metric names use base units"
+    assert (
+        metrics[f"llm_output_tokens_total{{{MODEL}}}"] - before.get(f"llm_output_tokens_total{{{MODEL}}}", 0)
+        == SHORT["max_tokens"]
+    )
+    assert metrics[f"llm_input_tokens_total{{{MODEL}}}"] > before.get(f"llm_input_tokens_total{{{MODEL}}}", 0)
+    assert metrics[f"llm_serving_slots{{{MODEL}}}"] == 16
+
+
+def test_engine_statistics_reach_the_metrics_endpoint(triton: TritonServer) -> None:
+    """vLLM's own counters are forwarded as Triton's vLLM backend does (every gauge interval, here 1 s)."""
+    before = read_metrics(triton)
+    with StreamingClient(triton.grpc_url) as client:
+        assert client.ask("rain jacket", sampling=SHORT).error is None
+
+    def forwarded() -> dict[str, float] | None:
+        now = read_metrics(triton)
+        key = f"vllm:generation_tokens_total{{{MODEL}}}"
+        return now if now.get(key, 0) - before.get(key, 0) >= SHORT["max_tokens"] else None
+
+    metrics = wait_for(forwarded, timeout_s=10)
+    assert metrics is not None, "the engine's generation counter never grew by the request's tokens"
+    assert metrics[f"vllm:prompt_tokens_total{{{MODEL}}}"] > before.get(
+        f"vllm:prompt_tokens_total{{{MODEL}}}", 0
+    )
+    for gauge in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"):
+        assert f"{gauge}{{{MODEL}}}" in metrics
+
+
+def request_lines(triton: TritonServer, **match) -> list[dict]:
+    return [
+        record
+        for record in emf_lines(triton)
+        if "Outcome" in record and all(record.get(key) == value for key, value in match.items())
+    ]
+
+
+def metric_names(record: dict) -> list[str]:
+    return [metric["Name"] for metric in record["_aws"]["CloudWatchMetrics"][0]["Metrics"]]
 
 
 def test_each_request_logs_an_emf_line(triton: TritonServer) -> None:
+    seen = len(request_lines(triton))
     with StreamingClient(triton.grpc_url) as client:
         assert client.ask("laptop for travel", sampling=SHORT).error is None
-    records = wait_for(lambda: [r for r in emf_lines(triton) if r.get("Outcome") == "completed"])
+    records = wait_for(lambda: request_lines(triton)[seen:])
     assert records, "no EMF line in the server log"
     record = records[-1]
     directive = record["_aws"]["CloudWatchMetrics"][0]
     assert directive["Namespace"] == "LLMServing"
     assert directive["Dimensions"] == [["Model"], ["Model", "InstanceType"]]
     assert (record["Model"], record["InstanceType"]) == ("assistant", TEST_INSTANCE_TYPE)
-    assert {m["Name"] for m in directive["Metrics"]} >= {
+    assert metric_names(record) == [
         "TimeToFirstToken",
+        "SlowFirstToken",
         "OutputTokens",
-        "RequestsInFlight",
-    }
+        "InputTokens",
+        "RequestFailed",
+    ]
     assert record["TimeToFirstToken"] > 0 and record["OutputTokens"] == SHORT["max_tokens"]
+    assert record["SlowFirstToken"] == int(record["TimeToFirstToken"] > TEST_SLOW_FIRST_TOKEN_MS)
+    assert record["RequestFailed"] == 0 and record["Outcome"] == "completed"
+    assert 50 < record["InputTokens"] < 400, "the prompt's token count, retrieved products included"
     assert record["Intent"] == "product_search"
     assert 0 < record["PrepareMs"] < record["TimeToFirstToken"]
+
+
+def test_a_non_streaming_request_records_no_time_to_first_token(triton: TritonServer) -> None:
+    seen = len(request_lines(triton, Stream=False))
+    with StreamingClient(triton.grpc_url) as client:
+        assert client.ask("camping stove", sampling=SHORT, stream=False).error is None
+    records = wait_for(lambda: request_lines(triton, Stream=False)[seen:])
+    assert records, "no EMF line for the non-streaming request"
+    assert "TimeToFirstToken" not in metric_names(records[-1]) and "SlowFirstToken" not in records[-1]
+    assert records[-1]["OutputTokens"] == SHORT["max_tokens"] and records[-1]["RequestFailed"] == 0
+
+
+def test_a_bad_request_is_counted_but_not_as_a_failure(triton: TritonServer) -> None:
+    seen = len(request_lines(triton, Outcome="rejected"))
+    with StreamingClient(triton.grpc_url) as client:
+        assert client.ask("", sampling=SHORT).error is not None
+    records = wait_for(lambda: request_lines(triton, Outcome="rejected")[seen:])
+    assert records and records[-1]["RequestFailed"] == 0
+    assert "InputTokens" not in records[-1], "it never reached the engine"
+
+
+def test_the_host_gauge_is_written_with_no_request_finishing(triton: TritonServer) -> None:
+    settled_metrics(triton)
+    started_ms = int(time.time() * 1000)
+
+    def gauge_lines() -> list[dict]:
+        return [
+            record
+            for record in emf_lines(triton)
+            if record.get("Kind") == "host-gauge"
+            and record.get("Model") == "assistant"
+            and record["_aws"]["Timestamp"] > started_ms
+        ]
+
+    lines = wait_for(lambda: len(gauge_lines()) >= 2 and gauge_lines(), timeout_s=10)
+    assert lines, "no host gauge line while the server was idle"
+    finished_meanwhile = [r for r in request_lines(triton) if r["_aws"]["Timestamp"] > started_ms]
+    assert finished_meanwhile == [], "the gauge must flow with no request finishing"
+    record = lines[-1]
+    assert metric_names(record) == ["RequestsInFlight", "QueueDepth", "KvCacheUsage", "ServingSlots"]
+    assert (record["RequestsInFlight"], record["QueueDepth"], record["ServingSlots"]) == (0, 0, 16)
+    assert 0.0 <= record["KvCacheUsage"] <= 1.0
+    assert record["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["Model"], ["Model", "InstanceType"]]
+
+
+def test_the_host_gauge_sees_streams_in_flight(triton: TritonServer) -> None:
+    started_ms = int(time.time() * 1000)
+
+    def stream() -> StreamResult:
+        with StreamingClient(triton.grpc_url) as client:
+            return client.ask("tent", sampling={"max_tokens": 2_000, "ignore_eos": True}, cancel_after_s=6.0)
+
+    def busy_lines() -> list[dict]:
+        return [
+            record
+            for record in emf_lines(triton)
+            if record.get("Kind") == "host-gauge"
+            and record.get("Model") == "assistant"
+            and record["_aws"]["Timestamp"] > started_ms
+            and record["RequestsInFlight"] == 4
+        ]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = [pool.submit(stream) for _ in range(4)]
+        busy = wait_for(busy_lines, timeout_s=5.5)
+        results = [future.result() for future in futures]
+    assert [result.error for result in results] == [None] * 4 and all(result.chunks for result in results)
+    gauges = [
+        (r["RequestsInFlight"], r["QueueDepth"]) for r in emf_lines(triton) if r.get("Kind") == "host-gauge"
+    ]
+    assert busy, f"the gauge never showed the four open streams: {gauges[-8:]}"
+    assert busy[-1]["KvCacheUsage"] > 0
 
 
 def test_model_load_fails_clearly_on_a_missing_index(demo_assets, tmp_path) -> None:
@@ -232,4 +357,78 @@ def test_server_health_endpoints(triton: TritonServer) -> None:
     with urllib.request.urlopen(f"http://{triton.http_url}/v2/models/assistant/ready", timeout=5) as response:
         assert response.status == 200
     with pytest.raises(urllib.error.HTTPError):
-        urllib.request.urlopen(f"http://{triton.http_url}/v2/models/passthrough/ready", timeout=5)
+        urllib.request.urlopen(f"http://{triton.http_url}/v2/models/no-such-model/ready", timeout=5)
+
+
+def test_a_non_streaming_request_is_cancelled_when_its_client_goes(triton: TritonServer) -> None:
+    before = settled_metrics(triton)
+    client = StreamingClient(triton.grpc_url)
+    try:
+        result = client.ask(
+            "hiking boots",
+            sampling={"max_tokens": 1_500, "ignore_eos": True},
+            stream=False,
+            cancel_after_s=1.0,
+        )
+    finally:
+        client.close()
+    assert result.chunks == []
+    cancelled_key = 'llm_requests_total{model="assistant",outcome="cancelled",replica="0"}'
+    after = wait_for(lambda: (m := settled_metrics(triton))[cancelled_key] > before[cancelled_key] and m, 5.0)
+    assert after, "the server never saw the cancellation"
+    generated = after[f"llm_output_tokens_total{{{MODEL}}}"] - before[f"llm_output_tokens_total{{{MODEL}}}"]
+    assert generated < 500, f"the engine kept generating after the client left ({generated} tokens)"
+
+
+def test_cancel_while_queued_frees_the_slot_without_a_prefill(triton: TritonServer) -> None:
+    """16 long streams fill every batch slot (max_num_seqs 16); a 17th waits, and its client leaves."""
+    slots = 16
+    key = f"vllm:prompt_tokens_total{{{MODEL}}}"
+    in_flight, queue_depth = f"llm_requests_in_flight{{{MODEL}}}", f"llm_queue_depth{{{MODEL}}}"
+
+    def blocker(number: int) -> StreamResult:
+        with StreamingClient(triton.grpc_url) as client:  # cancels itself after 12 s
+            return client.ask(
+                f"tent {number}", sampling={"max_tokens": 2_000, "ignore_eos": True}, cancel_after_s=12
+            )
+
+    with ThreadPoolExecutor(max_workers=slots) as pool:
+        blockers = [pool.submit(blocker, number) for number in range(slots)]
+        full = wait_for(lambda: (m := read_metrics(triton))[in_flight] == slots and m[queue_depth] == 0, 30.0)
+        assert full, f"the 16 blockers were not all generating: {read_metrics(triton)}"
+        time.sleep(1.5)  # one more gauge interval: the prompt counter holds every blocker's prefill
+        running = f"vllm:num_requests_running{{{MODEL}}}"
+        engine_full = wait_for(lambda: read_metrics(triton)[running] == slots, 10.0)
+        assert engine_full, f"the engine runs {read_metrics(triton)[running]} of the 16 blockers"
+        prompt_tokens_before = read_metrics(triton)[key]
+        with StreamingClient(triton.grpc_url) as waiting:
+            queued = waiting.ask(
+                "espresso machines that are easy to clean", sampling=SHORT, cancel_after_s=1.0
+            )
+        assert queued.chunks == [], "the 17th request should have waited for a slot"
+        back_to_full = wait_for(
+            lambda: (m := read_metrics(triton))[in_flight] == slots and m[queue_depth] == 0, 3.0
+        )
+        assert back_to_full, "the cancelled request still holds its place in the queue"
+        time.sleep(1.5)
+        assert read_metrics(triton)[key] == prompt_tokens_before, "the cancelled request was prefilled"
+        assert all(future.result().error is None for future in blockers)
+    assert settled_metrics(triton)[in_flight] == 0
+
+
+@pytest.mark.parametrize(
+    ("question", "product_id"),
+    [
+        ("all-weather tires", "SHOP-1"),
+        ("star wars lego set", "SHOP-2"),
+        ("war and peace hardcover", "SHOP-3"),
+        ("movie projector", "SHOP-4"),
+        ("code reader for my car", "SHOP-5"),
+    ],
+)
+def test_the_shops_own_catalog_answers(triton: TritonServer, question: str, product_id: str) -> None:
+    """The session server serves the index built from the shop's CSV (bad rows skipped)."""
+    with StreamingClient(triton.grpc_url) as client:
+        result = client.ask(question, sampling=SHORT)
+    assert result.error is None
+    assert product_id in [card["id"] for card in result.products], result.products

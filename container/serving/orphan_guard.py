@@ -1,0 +1,90 @@
+"""Kills a model's engine processes if the model's own process dies without shutting them down.
+
+vLLM's engine core and workers are child processes of the Triton stub that runs the model. A clean finalize()
+shuts them down; but if the stub is killed (Triton's exit timeout, an OOM kill, a crash), nothing tells the
+children, and they keep ~2.4 GB and the NeuronCores with no parent. This guard runs as its own small process:
+it notes the stub's descendants every second and, once the stub is gone, kills the ones still running.
+
+    python -m serving.orphan_guard <stub pid>
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+POLL_S = 0.5
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, start time) of a process, or None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return int(fields[1]), fields[19]
+
+
+def descendants(root: int) -> dict[int, str]:
+    """Every process below root, as pid -> start time (to tell a pid from its reuse later)."""
+    children: dict[int, list[int]] = {}
+    starts: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        stat = _stat(int(entry.name))
+        if stat is not None:
+            children.setdefault(stat[0], []).append(int(entry.name))
+            starts[int(entry.name)] = stat[1]
+    found: dict[int, str] = {}
+    pending = list(children.get(root, []))
+    while pending:
+        pid = pending.pop()
+        if pid in found or pid not in starts:
+            continue
+        found[pid] = starts[pid]
+        pending.extend(children.get(pid, []))
+    return found
+
+
+def kill_recorded(recorded: dict[int, str]) -> list[int]:
+    killed = []
+    for pid, started in recorded.items():
+        stat = _stat(pid)
+        if stat is not None and stat[1] == started and pid != os.getpid():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+    return killed
+
+
+def guard(stub_pid: int) -> list[int]:
+    recorded: dict[int, str] = {}
+    stub = _stat(stub_pid)
+    while stub is not None and _stat(stub_pid) == stub:
+        recorded.update(descendants(stub_pid))
+        recorded.pop(os.getpid(), None)
+        time.sleep(POLL_S)
+    return kill_recorded(recorded)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or not argv[0].isdigit():
+        print("usage: python -m serving.orphan_guard <pid>", file=sys.stderr)
+        return 2
+    # A terminal's Ctrl-C or the group's SIGTERM is meant for the server; the guard outlives it by design.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    killed = guard(int(argv[0]))
+    if killed:
+        print(f"orphan_guard: killed engine processes {killed} left by pid {argv[0]}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,138 @@
+"""`passthrough` against the running server, used as a client of Triton's stock vLLM backend uses it."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from local.client import StreamingClient, raw_request
+from local.triton_server import TritonServer
+from serving.stock_compat import STREAM_PREPEND_ERROR
+from tests.container.conftest import emf_lines
+
+pytestmark = pytest.mark.serving
+
+MODEL = "passthrough"
+
+
+def text_of(result) -> list[str]:
+    """The concatenated text per choice (text_output holds one entry per choice)."""
+    choices: list[str] = []
+    for response in result.responses:
+        values = response.outputs["text_output"]
+        if values is None:
+            continue
+        for index, value in enumerate(values.reshape(-1)):
+            if index == len(choices):
+                choices.append("")
+            choices[index] += value.decode("utf-8")
+    return choices
+
+
+def test_sampling_options_may_come_as_request_parameters(triton: TritonServer) -> None:
+    result = raw_request(
+        triton.grpc_url,
+        MODEL,
+        {"text_input": "hello", "stream": False, "return_num_output_tokens": True},
+        parameters={"max_tokens": 5, "ignore_eos": True, "temperature": 0.5},
+        output_names=("num_output_tokens",),
+    )
+    assert result.error is None
+    assert result.responses[-1].outputs["num_output_tokens"].tolist() == [5]
+
+
+def test_vllm_sampling_keys_the_assistant_refuses_are_accepted(triton: TritonServer) -> None:
+    sampling = {"n": 2, "max_tokens": 4, "ignore_eos": True, "skip_special_tokens": True, "seed": 3}
+    sampling["include_stop_str_in_output"] = False
+    result = raw_request(
+        triton.grpc_url,
+        MODEL,
+        {"text_input": "hello", "stream": False, "sampling_parameters": json.dumps(sampling)},
+    )
+    assert result.error is None
+    assert len(text_of(result)) == 2, "n=2 answers with two choices"
+
+
+def test_string_values_are_converted_as_the_stock_backend_does(triton: TritonServer) -> None:
+    result = raw_request(
+        triton.grpc_url,
+        MODEL,
+        {
+            "text_input": "hello",
+            "sampling_parameters": json.dumps(
+                {"max_tokens": "3", "temperature": "0.7", "ignore_eos": "true"}
+            ),
+            "return_num_output_tokens": True,
+        },
+        output_names=("num_output_tokens",),
+    )
+    assert result.error is None and result.responses[-1].outputs["num_output_tokens"].tolist() == [3]
+
+
+def test_an_unknown_sampling_key_is_an_error_that_names_it(triton: TritonServer) -> None:
+    result = raw_request(
+        triton.grpc_url, MODEL, {"text_input": "hello", "sampling_parameters": json.dumps({"temprature": 1})}
+    )
+    assert result.error is not None and "temprature" in result.error
+
+
+def test_streaming_with_the_input_prepended_gets_the_stock_message(triton: TritonServer) -> None:
+    result = raw_request(
+        triton.grpc_url, MODEL, {"text_input": "hello", "stream": True, "exclude_input_in_output": False}
+    )
+    assert result.error == STREAM_PREPEND_ERROR
+
+
+def test_non_streaming_prepends_the_input_by_default(triton: TritonServer) -> None:
+    result = raw_request(
+        triton.grpc_url,
+        MODEL,
+        {
+            "text_input": "hello there",
+            "sampling_parameters": json.dumps({"max_tokens": 3, "ignore_eos": True}),
+        },
+    )
+    assert result.error is None and text_of(result)[0].startswith("hello there")
+
+
+def test_return_outputs_follow_the_stock_backend(triton: TritonServer) -> None:
+    names = ("finish_reason", "cumulative_logprob", "logprobs", "num_input_tokens", "num_output_tokens")
+    result = raw_request(
+        triton.grpc_url,
+        MODEL,
+        {
+            "text_input": "hello there",
+            "stream": True,
+            "sampling_parameters": json.dumps({"max_tokens": 4, "ignore_eos": True, "logprobs": 1}),
+            **{f"return_{name}": True for name in names},
+        },
+        output_names=names,
+    )
+    assert result.error is None
+    streamed = [response for response in result.responses if response.outputs["text_output"] is not None]
+    assert sum(int(r.outputs["num_output_tokens"][0]) for r in streamed) == 4
+    last = streamed[-1].outputs
+    assert last["finish_reason"].tolist() == [b"length"]
+    assert int(last["num_input_tokens"].reshape(-1)[0]) >= 2
+    assert last["cumulative_logprob"].dtype.name == "float32" and float(last["cumulative_logprob"][0]) < 0
+    positions = json.loads(last["logprobs"][0])
+    assert len(positions) == 1 and all("logprob" in entry for entry in positions[0].values())
+
+
+def test_a_cancelled_request_ends_with_a_cancelled_outcome(triton: TritonServer) -> None:
+    seen = len([r for r in emf_lines(triton) if r.get("Model") == MODEL and r.get("Outcome") == "cancelled"])
+    with StreamingClient(triton.grpc_url) as client:
+        result = client.ask(
+            "hello", model=MODEL, sampling={"max_tokens": 1_000, "ignore_eos": True}, cancel_after_chunks=2
+        )
+    assert len(result.chunks) == 2
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        lines = [r for r in emf_lines(triton) if r.get("Model") == MODEL and r.get("Outcome") == "cancelled"]
+        if len(lines) > seen:
+            break
+        time.sleep(0.2)
+    assert len(lines) > seen, "the server never recorded the cancellation"
+    assert lines[-1]["RequestFailed"] == 0
