@@ -2,9 +2,12 @@
 
 Neuron compiles a model for fixed shapes on a fixed toolchain. A change to any of these makes old artifacts
 unusable (or, worse, silently slow): the Neuron SDK and compiler versions, the model (name and revision),
-the tensor-parallel degree, max_model_len, max_num_seqs, the prefill/decode buckets, the dtype, the
-quantization, speculative decoding (the draft model is compiled with the target) and the compiler flags.
-The key is a readable prefix plus a digest of all of them in canonical form.
+the tensor-parallel degree, max_model_len, max_num_seqs, the whole Neuron override config (buckets,
+bucketing, quantization and every other graph option), prefix caching and the KV block layout, the dtype,
+speculative decoding (the draft model and its revision are compiled with the target), the quantized
+checkpoint's revision and the compiler flags. The key is a readable prefix plus a digest of all of them in
+canonical form. A compile job writes the completion manifest (`MANIFEST_NAME`) last; a host accepts an
+artifact prefix only with a manifest whose key and inputs match its own.
 """
 
 from __future__ import annotations
@@ -36,9 +39,32 @@ class CompileInputs:
     compiler_flags: tuple[str, ...]
     quantization: str
     speculation: str
+    neuron_config: str = ""
+    prefix_caching: bool = False
+    block_size: int = 0
+    draft_revision: str = ""
+    quantized_checkpoint_revision: str = ""
 
     def canonical(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+
+MANIFEST_NAME = "artifact-manifest.json"
+
+
+def completion_manifest(inputs: CompileInputs) -> dict[str, Any]:
+    """What a compile job writes last under <prefix>/<key>/: the artifacts are complete, and whose."""
+    return {"key": artifact_key(inputs), "inputs": asdict(inputs)}
+
+
+def check_manifest(manifest: Any, inputs: CompileInputs) -> None:
+    """ArtifactKeyError unless the manifest is the completion manifest of exactly these inputs."""
+    expected = completion_manifest(inputs)
+    if not isinstance(manifest, dict) or manifest.get("key") != expected["key"]:
+        found = manifest.get("key") if isinstance(manifest, dict) else None
+        raise ArtifactKeyError(f"artifact manifest is for key {found!r}, this host needs {expected['key']}")
+    if manifest.get("inputs") != json.loads(json.dumps(expected["inputs"])):
+        raise ArtifactKeyError(f"artifact manifest for {expected['key']} lists other compile inputs")
 
 
 def artifact_key(inputs: CompileInputs) -> str:
@@ -94,6 +120,17 @@ def compile_inputs(settings: Mapping[str, Any], environ: Mapping[str, str]) -> C
                 f"engine setting override_neuron_config.{name}: the largest bucket ({buckets[-1]}) is below "
                 f"max_model_len ({max_model_len}); add a bucket of at least {max_model_len}"
             )
+    quantized = bool(neuron.get("quantized"))
+    checkpoint_revision = environ.get("QUANTIZED_CHECKPOINT_REVISION", "")
+    if quantized and not checkpoint_revision:
+        raise ArtifactKeyError(
+            "environment: QUANTIZED_CHECKPOINT_REVISION must be set when override_neuron_config.quantized is "
+            "true (the quantized checkpoint is compiled into the artifacts)"
+        )
+    speculation = _speculation(settings.get("speculative_config"))
+    draft_revision = environ.get("DRAFT_MODEL_REVISION", "")
+    if speculation and not draft_revision:
+        raise ArtifactKeyError("environment: DRAFT_MODEL_REVISION must be set when speculative_config is on")
     return CompileInputs(
         neuron_sdk=environ["NEURON_SDK_VERSION"],
         compiler_version=environ["NEURON_CC_VERSION"],
@@ -108,7 +145,12 @@ def compile_inputs(settings: Mapping[str, Any], environ: Mapping[str, str]) -> C
         # Flag order matters to neuronx-cc only for repeated flags; keep it as given.
         compiler_flags=tuple(environ.get("NEURON_CC_FLAGS", "").split()),
         quantization=quantization,
-        speculation=_speculation(settings.get("speculative_config")),
+        speculation=speculation,
+        neuron_config=json.dumps(neuron, sort_keys=True, separators=(",", ":")),
+        prefix_caching=bool(settings.get("enable_prefix_caching")),
+        block_size=int(settings.get("block_size") or 0),
+        draft_revision=draft_revision if speculation else "",
+        quantized_checkpoint_revision=checkpoint_revision if quantized else "",
     )
 
 

@@ -1,27 +1,43 @@
-"""Container entrypoint: resolve engine settings, fetch weights and compiled artifacts, exec Triton.
+"""Container entrypoint: resolve engine settings, fetch weights, artifacts and the catalog index, exec Triton.
 
     python -m entrypoint.start             # production: fetch from S3, then replace this process by Triton
     python -m entrypoint.start --dry-run   # no AWS calls: print the artifact key, variables and command
+    python -m entrypoint.start --print-manifest   # the completion manifest a compile job writes last
 
-A key miss (no compiled artifacts for this exact configuration) stops the start unless ALLOW_COMPILE=true:
-a host that compiles for an hour during a peak is an outage, not a slow start.
+A key miss (no compiled artifacts with a completion manifest for this exact configuration) stops the start
+unless ALLOW_COMPILE=true: a host that compiles for an hour during a peak is an outage, not a slow start.
+Without ALLOW_COMPILE the downloaded artifacts are made read-only, so a compile the Neuron plugin might start
+by itself after a load error cannot write its graphs, and the start fails instead of compiling.
+The catalog index is downloaded from CATALOG_INDEX_S3_URI and checked file by file against its manifest.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
+import shutil
+import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from entrypoint.artifact_key import ArtifactKeyError, artifact_key, compile_inputs
+from entrypoint.artifact_key import (
+    MANIFEST_NAME,
+    ArtifactKeyError,
+    CompileInputs,
+    artifact_key,
+    check_manifest,
+    compile_inputs,
+    completion_manifest,
+)
 from entrypoint.s3_fetch import FetchError, S3Location, download_prefix, list_keys
 from entrypoint.triton_install import TritonInstall, TritonInstallError
 from serving.engine_settings import EngineSettingsError, engine_settings
+from serving.replicas import ReplicaError, replicas_per_host, with_instance_count
 
 DEFAULTS = {
     "MODEL_REPOSITORY": "/opt/serving/model_repository",
@@ -32,7 +48,8 @@ DEFAULTS = {
     "GRPC_PORT": "8001",
     "METRICS_PORT": "8002",
 }
-REQUIRED = ("MODEL_S3_URI", "COMPILED_ARTIFACTS_S3_URI")
+REQUIRED = ("MODEL_S3_URI", "COMPILED_ARTIFACTS_S3_URI", "CATALOG_INDEX_S3_URI")
+SERVED_MODEL = "assistant"
 
 
 class StartError(RuntimeError):
@@ -42,13 +59,19 @@ class StartError(RuntimeError):
 @dataclass(frozen=True)
 class StartPlan:
     key: str
+    inputs: CompileInputs
     model_dir: Path
     weights: S3Location
     artifacts: S3Location
     artifacts_dir: Path
     allow_compile: bool
+    index: S3Location
+    index_dir: Path
+    replicas: int
+    model_config: Path
     environment: dict[str, str]
     command: list[str]
+    quantized_checkpoint: tuple[S3Location, Path] | None = None
 
 
 def _flag(environ: Mapping[str, str], name: str) -> bool:
@@ -65,11 +88,6 @@ def _port(environ: Mapping[str, str], name: str) -> int:
     return int(raw)
 
 
-def visible_cores(tensor_parallel: int) -> str:
-    """NeuronCores 0..TP-1: one model instance per host uses the first TP cores."""
-    return "0" if tensor_parallel == 1 else f"0-{tensor_parallel - 1}"
-
-
 def plan_start(environ: Mapping[str, str]) -> StartPlan:
     """Everything the start will do, decided from the environment and model.json alone (no AWS calls)."""
     get = lambda name: environ.get(name) or DEFAULTS.get(name, "")  # noqa: E731
@@ -77,17 +95,21 @@ def plan_start(environ: Mapping[str, str]) -> StartPlan:
     if missing:
         raise StartError(f"environment: {', '.join(missing)} must be set (see the task definition)")
     repository = Path(get("MODEL_REPOSITORY"))
-    model_json = repository / "assistant" / "1" / "model.json"
+    model_json = repository / SERVED_MODEL / "1" / "model.json"
     try:
         settings: dict[str, Any] = engine_settings(model_json, environ)
-        key = artifact_key(compile_inputs(settings, environ))
-    except (EngineSettingsError, ArtifactKeyError) as err:
+        inputs = compile_inputs(settings, environ)
+        key = artifact_key(inputs)
+        replicas = replicas_per_host(environ)
+    except (EngineSettingsError, ArtifactKeyError, ReplicaError) as err:
         raise StartError(str(err)) from None
     try:
         weights = S3Location.parse(environ["MODEL_S3_URI"], variable="MODEL_S3_URI")
         artifacts = S3Location.parse(
             environ["COMPILED_ARTIFACTS_S3_URI"], variable="COMPILED_ARTIFACTS_S3_URI"
         ).child(key)
+        index = S3Location.parse(environ["CATALOG_INDEX_S3_URI"], variable="CATALOG_INDEX_S3_URI")
+        checkpoint = _quantized_checkpoint(settings, environ)
     except FetchError as err:
         raise StartError(str(err)) from None
     artifacts_dir = Path(get("COMPILED_ARTIFACTS_DIR")) / key
@@ -96,10 +118,11 @@ def plan_start(environ: Mapping[str, str]) -> StartPlan:
     except TritonInstallError as err:
         raise StartError(str(err)) from None
     tensor_parallel = settings["tensor_parallel_size"]
+    # Each replica (a model instance) pins its own cores from REPLICAS_PER_HOST and the TP degree.
     environment = {
         "NEURON_COMPILED_ARTIFACTS": str(artifacts_dir),
-        "NEURON_RT_VISIBLE_CORES": environ.get("NEURON_RT_VISIBLE_CORES") or visible_cores(tensor_parallel),
         "ENGINE_TENSOR_PARALLEL_SIZE": str(tensor_parallel),
+        "REPLICAS_PER_HOST": str(replicas),
         "ASSISTANT_INDEX_DIR": get("ASSISTANT_INDEX_DIR"),
         "HF_HUB_OFFLINE": "1",
         "LD_LIBRARY_PATH": install.loader_path(environ.get("LD_LIBRARY_PATH", "")),
@@ -109,7 +132,7 @@ def plan_start(environ: Mapping[str, str]) -> StartPlan:
         f"--model-repository={repository}",
         f"--backend-directory={get('TRITON_BACKENDS_DIR')}",
         "--model-control-mode=explicit",
-        "--load-model=assistant",
+        f"--load-model={SERVED_MODEL}",
         "--exit-on-error=true",
         "--strict-readiness=true",
         f"--http-port={_port(environ, 'HTTP_PORT')}",
@@ -121,40 +144,125 @@ def plan_start(environ: Mapping[str, str]) -> StartPlan:
     ]
     return StartPlan(
         key=key,
+        inputs=inputs,
         model_dir=Path(settings["model"]),
         weights=weights,
         artifacts=artifacts,
         artifacts_dir=artifacts_dir,
         allow_compile=_flag(environ, "ALLOW_COMPILE"),
+        index=index,
+        index_dir=Path(get("ASSISTANT_INDEX_DIR")),
+        replicas=replicas,
+        model_config=repository / SERVED_MODEL / "config.pbtxt",
         environment=environment,
         command=command,
+        quantized_checkpoint=checkpoint,
     )
 
 
-def fetch(plan: StartPlan, s3) -> str:
-    """Download weights and artifacts; return what happened. StartError on a key miss that may not compile."""
+def _quantized_checkpoint(
+    settings: dict[str, Any], environ: Mapping[str, str]
+) -> tuple[S3Location, Path] | None:
+    """Where an INT8 weight-only checkpoint comes from and where the engine reads it, when quantized."""
+    neuron = (settings.get("additional_config") or {}).get("override_neuron_config") or {}
+    if not neuron.get("quantized"):
+        return None
+    uri = environ.get("QUANTIZED_CHECKPOINT_S3_URI", "")
+    path = neuron.get("quantized_checkpoints_path")
+    if not uri or not path:
+        raise FetchError(
+            "quantized: set QUANTIZED_CHECKPOINT_S3_URI and "
+            "override_neuron_config.quantized_checkpoints_path "
+            "(the INT8 checkpoint is fetched like the weights)"
+        )
+    return S3Location.parse(uri, variable="QUANTIZED_CHECKPOINT_S3_URI"), Path(path)
+
+
+def _artifacts_complete(s3, plan: StartPlan) -> bool:
+    """True when the prefix holds a completion manifest for exactly this configuration; StartError when it
+    holds one for another (a key collision or a tampered prefix)."""
+    keys = list_keys(s3, plan.artifacts)
+    manifest_key = f"{plan.artifacts.prefix}/{MANIFEST_NAME}"
+    if manifest_key not in keys:
+        return False
     try:
-        if not list_keys(s3, plan.artifacts):
+        body = s3.get_object(Bucket=plan.artifacts.bucket, Key=manifest_key)["Body"].read()
+        check_manifest(json.loads(body), plan.inputs)
+    except (ValueError, ArtifactKeyError) as err:
+        raise StartError(f"{plan.artifacts}/{MANIFEST_NAME}: {err}") from None
+    return True
+
+
+def _writable(folder: Path) -> None:
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+
+
+def _read_only(folder: Path) -> None:
+    for path in [folder, *folder.rglob("*")]:
+        mode = path.stat().st_mode
+        path.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def fetch(plan: StartPlan, s3) -> str:
+    """Download weights, artifacts and the catalog index; return what happened. StartError on a key miss
+    that may not compile, or an index that does not match its manifest."""
+    from assistant.retrieve import CatalogIndexError, verify_files
+
+    try:
+        if not _artifacts_complete(s3, plan):
             if not plan.allow_compile:
                 raise StartError(
-                    f"no compiled Neuron artifacts for key {plan.key} at {plan.artifacts}; "
-                    "refusing to compile on a serving host "
-                    "(compile in the build pipeline, or set ALLOW_COMPILE=true)"
+                    f"no complete compiled Neuron artifacts for key {plan.key} at {plan.artifacts} "
+                    f"(none, or no {MANIFEST_NAME} written last by the compile job); "
+                    "refusing to compile on a "
+                    "serving host (compile in the build pipeline, or set ALLOW_COMPILE=true)"
                 )
             plan.artifacts_dir.mkdir(parents=True, exist_ok=True)
             artifacts_note = f"artifacts: key miss, compiling into {plan.artifacts_dir} (ALLOW_COMPILE=true)"
         else:
+            if plan.artifacts_dir.exists():  # read-only from an earlier start of this host (warm pool)
+                _writable(plan.artifacts_dir)
             count = download_prefix(s3, plan.artifacts, plan.artifacts_dir)
+            if not plan.allow_compile:
+                _read_only(plan.artifacts_dir)
             artifacts_note = f"artifacts: {count} from {plan.artifacts}"
         weights = download_prefix(s3, plan.weights, plan.model_dir)
+        if plan.quantized_checkpoint is not None:
+            location, path = plan.quantized_checkpoint
+            download_prefix(s3, location, path)
+        shutil.rmtree(plan.index_dir, ignore_errors=True)
+        download_prefix(s3, plan.index, plan.index_dir)
+        manifest = verify_files(plan.index_dir)
     except FetchError as err:
         raise StartError(str(err)) from None
-    return f"weights: {weights} from {plan.weights} into {plan.model_dir}; {artifacts_note}"
+    except CatalogIndexError as err:
+        raise StartError(f"catalog index from {plan.index}: {err}") from None
+    index_note = (
+        f"catalog index: {manifest['products']:,} products from {manifest.get('catalog')} "
+        f"(sha256 {str(manifest.get('catalog_sha256'))[:12]}) verified"
+    )
+    return f"weights: {weights} from {plan.weights} into {plan.model_dir}; {artifacts_note}; {index_note}"
+
+
+def set_replicas(plan: StartPlan) -> None:
+    """One model instance per engine replica: the served model's instance_group count."""
+    try:
+        text = plan.model_config.read_text()
+        plan.model_config.write_text(with_instance_count(text, plan.replicas))
+    except (OSError, ReplicaError) as err:
+        raise StartError(f"{plan.model_config}: {err}") from None
 
 
 def describe(plan: StartPlan) -> str:
     variables = " ".join(f"{name}={shlex.quote(value)}" for name, value in sorted(plan.environment.items()))
-    return f"artifact key: {plan.key}\nexec: {variables} {shlex.join(plan.command)}"
+    tensor_parallel = plan.inputs.tensor_parallel
+    return (
+        f"artifact key: {plan.key}\n"
+        f"engine replicas: {plan.replicas} x tensor parallel {tensor_parallel} "
+        f"(NeuronCores 0-{plan.replicas * tensor_parallel - 1})\n"
+        f"exec: {variables} {shlex.join(plan.command)}"
+    )
 
 
 def main(
@@ -166,10 +274,18 @@ def main(
 ) -> int:
     parser = argparse.ArgumentParser(prog="entrypoint", description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print the plan; no AWS calls, no exec")
+    parser.add_argument(
+        "--print-manifest",
+        action="store_true",
+        help="print the completion manifest a compile job writes last",
+    )
     args = parser.parse_args(argv)
     environ = dict(os.environ if environ is None else environ)
     try:
         plan = plan_start(environ)
+        if args.print_manifest:
+            print(json.dumps(completion_manifest(plan.inputs), indent=1))
+            return 0
         if args.dry_run:
             print(describe(plan))
             return 0
@@ -178,6 +294,7 @@ def main(
 
             s3_client = lambda: boto3.client("s3")  # noqa: E731
         print(fetch(plan, s3_client()), flush=True)
+        set_replicas(plan)
     except StartError as err:
         print(f"entrypoint: cannot start: {err}", file=sys.stderr)
         return 2

@@ -7,7 +7,14 @@ import json
 
 import pytest
 
-from entrypoint.artifact_key import ArtifactKeyError, CompileInputs, artifact_key, compile_inputs
+from entrypoint.artifact_key import (
+    ArtifactKeyError,
+    CompileInputs,
+    artifact_key,
+    check_manifest,
+    compile_inputs,
+    completion_manifest,
+)
 
 BASE = CompileInputs(
     neuron_sdk="2.28.0",
@@ -38,6 +45,11 @@ CHANGES = {
     "compiler_flags": ("--model-type=transformer", "-O2"),
     "quantization": "per_channel_symmetric:int8",
     "speculation": '{"method":"eagle","model":"/opt/models/weights/draft","num_speculative_tokens":4}',
+    "neuron_config": '{"enable_bucketing":false}',
+    "prefix_caching": True,
+    "block_size": 16,
+    "draft_revision": "abc1234",
+    "quantized_checkpoint_revision": "q-2026-11",
 }
 
 
@@ -92,15 +104,17 @@ def test_int8_weight_only_quantization_is_part_of_the_key() -> None:
             }
         },
     }
-    assert compile_inputs(quantized, ENVIRON).quantization == "per_channel_symmetric:int8"
+    environ = {**ENVIRON, "QUANTIZED_CHECKPOINT_REVISION": "q1"}
+    assert compile_inputs(quantized, environ).quantization == "per_channel_symmetric:int8"
 
 
 def test_speculative_decoding_is_part_of_the_key_whatever_its_key_order() -> None:
     eagle = {"method": "eagle", "model": "/opt/models/weights/draft", "num_speculative_tokens": 4}
     reordered = dict(reversed(list(eagle.items())))
-    plain = compile_inputs({**SETTINGS, "speculative_config": None}, ENVIRON)
-    with_eagle = compile_inputs({**SETTINGS, "speculative_config": eagle}, ENVIRON)
-    as_string = compile_inputs({**SETTINGS, "speculative_config": json.dumps(reordered)}, ENVIRON)
+    environ = {**ENVIRON, "DRAFT_MODEL_REVISION": "d1"}
+    plain = compile_inputs({**SETTINGS, "speculative_config": None}, environ)
+    with_eagle = compile_inputs({**SETTINGS, "speculative_config": eagle}, environ)
+    as_string = compile_inputs({**SETTINGS, "speculative_config": json.dumps(reordered)}, environ)
     assert plain.speculation == ""
     assert with_eagle.speculation == as_string.speculation != ""
     assert artifact_key(with_eagle) != artifact_key(plain)
@@ -133,3 +147,37 @@ def test_speculative_decoding_is_part_of_the_key_whatever_its_key_order() -> Non
 def test_bad_inputs_name_the_setting(settings, environ, message) -> None:
     with pytest.raises(ArtifactKeyError, match=message):
         compile_inputs(settings, environ)
+
+
+def test_any_neuron_override_changes_the_key() -> None:
+    neuron = SETTINGS["additional_config"]["override_neuron_config"]
+    other = {
+        **SETTINGS,
+        "additional_config": {"override_neuron_config": {**neuron, "sequence_parallel_enabled": True}},
+    }
+    assert artifact_key(compile_inputs(other, ENVIRON)) != artifact_key(compile_inputs(SETTINGS, ENVIRON))
+
+
+def test_a_quantized_model_needs_its_checkpoint_revision() -> None:
+    neuron = SETTINGS["additional_config"]["override_neuron_config"]
+    quantized = {**SETTINGS, "additional_config": {"override_neuron_config": {**neuron, "quantized": True}}}
+    with pytest.raises(ArtifactKeyError, match="QUANTIZED_CHECKPOINT_REVISION"):
+        compile_inputs(quantized, ENVIRON)
+    first = compile_inputs(quantized, {**ENVIRON, "QUANTIZED_CHECKPOINT_REVISION": "q1"})
+    second = compile_inputs(quantized, {**ENVIRON, "QUANTIZED_CHECKPOINT_REVISION": "q2"})
+    assert artifact_key(first) != artifact_key(second)
+
+
+def test_a_draft_model_needs_its_revision() -> None:
+    eagle = {**SETTINGS, "speculative_config": {"method": "eagle", "model": "/opt/models/weights/draft"}}
+    with pytest.raises(ArtifactKeyError, match="DRAFT_MODEL_REVISION"):
+        compile_inputs(eagle, ENVIRON)
+
+
+def test_a_manifest_is_accepted_only_for_its_own_inputs() -> None:
+    manifest = json.loads(json.dumps(completion_manifest(BASE)))
+    check_manifest(manifest, BASE)
+    with pytest.raises(ArtifactKeyError, match="this host needs"):
+        check_manifest(manifest, dataclasses.replace(BASE, tensor_parallel=32))
+    with pytest.raises(ArtifactKeyError, match="other compile inputs"):
+        check_manifest({**manifest, "inputs": {**manifest["inputs"], "dtype": "float16"}}, BASE)

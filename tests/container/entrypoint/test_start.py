@@ -10,8 +10,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from entrypoint.artifact_key import artifact_key, compile_inputs
-from entrypoint.start import main, plan_start, visible_cores
+from assistant.catalog import generate_catalog, write_catalog
+from assistant.retrieve import MANIFEST_NAME as INDEX_MANIFEST
+from assistant.retrieve import build_index
+from entrypoint.artifact_key import MANIFEST_NAME, artifact_key, compile_inputs, completion_manifest
+from entrypoint.s3_fetch import S3Location, upload_folder
+from entrypoint.start import main, plan_start
 from serving.engine_settings import engine_settings
 
 REPOSITORY = Path(__file__).resolve().parents[3] / "container" / "model_repository"
@@ -37,6 +41,9 @@ def environ(repository: Path, tmp_path: Path) -> dict[str, str]:
         "MODEL_S3_URI": f"s3://{BUCKET}/weights/llama",
         "COMPILED_ARTIFACTS_S3_URI": f"s3://{BUCKET}/compiled",
         "COMPILED_ARTIFACTS_DIR": str(tmp_path / "compiled"),
+        "CATALOG_INDEX_S3_URI": f"s3://{BUCKET}/catalog-index/",
+        "ASSISTANT_INDEX_DIR": str(tmp_path / "index"),
+        "REPLICAS_PER_HOST": "3",
         "NEURON_SDK_VERSION": "2.28.0",
         "NEURON_CC_VERSION": "2.23.6484.0",
         "MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct",
@@ -46,9 +53,22 @@ def environ(repository: Path, tmp_path: Path) -> dict[str, str]:
     }
 
 
-def expected_key(environ: dict[str, str]) -> str:
+def expected_inputs(environ: dict[str, str]):
     model_json = Path(environ["MODEL_REPOSITORY"]) / "assistant" / "1" / "model.json"
-    return artifact_key(compile_inputs(engine_settings(model_json, environ), environ))
+    return compile_inputs(engine_settings(model_json, environ), environ)
+
+
+def expected_key(environ: dict[str, str]) -> str:
+    return artifact_key(expected_inputs(environ))
+
+
+def put_artifacts(s3, environ: dict[str, str], *, manifest: dict | None = None) -> str:
+    """A compile job's output: the graphs, then the completion manifest last."""
+    key = expected_key(environ)
+    s3.put_object(Bucket=BUCKET, Key=f"compiled/{key}/model.pt", Body=b"neff")
+    body = json.dumps(manifest if manifest is not None else completion_manifest(expected_inputs(environ)))
+    s3.put_object(Bucket=BUCKET, Key=f"compiled/{key}/{MANIFEST_NAME}", Body=body.encode())
+    return key
 
 
 def test_dry_run_prints_key_variables_and_command(environ, capsys) -> None:
@@ -56,7 +76,8 @@ def test_dry_run_prints_key_variables_and_command(environ, capsys) -> None:
     out = capsys.readouterr().out
     key = expected_key({**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "32"})
     assert f"artifact key: {key}" in out and "-tp32-" in key
-    assert "NEURON_RT_VISIBLE_CORES=0-31" in out
+    assert "engine replicas: 3 x tensor parallel 32 (NeuronCores 0-95)" in out
+    assert "REPLICAS_PER_HOST=3" in out
     assert f"NEURON_COMPILED_ARTIFACTS={environ['COMPILED_ARTIFACTS_DIR']}/{key}" in out
     for flag in ("--http-port=8000", "--grpc-port=8001", "--metrics-port=8002", "--load-model=assistant"):
         assert flag in out
@@ -66,17 +87,22 @@ def test_instance_type_override_changes_the_key(environ) -> None:
     inf2 = plan_start({**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "24"})
     trn1 = plan_start({**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "32"})
     assert inf2.key != trn1.key
-    assert inf2.environment["NEURON_RT_VISIBLE_CORES"] == "0-23"
+    assert "NEURON_RT_VISIBLE_CORES" not in inf2.environment, "each replica pins its own cores"
 
 
-def test_visible_cores_for_one_core() -> None:
-    assert visible_cores(1) == "0"
+def test_print_manifest_is_what_the_host_accepts(environ, capsys) -> None:
+    assert main(["--print-manifest"], environ) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(
+        json.dumps(completion_manifest(expected_inputs(environ)))
+    )
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
         ({"MODEL_S3_URI": ""}, "MODEL_S3_URI must be set"),
+        ({"CATALOG_INDEX_S3_URI": ""}, "CATALOG_INDEX_S3_URI must be set"),
+        ({"REPLICAS_PER_HOST": "0"}, "REPLICAS_PER_HOST: must be a whole number of at least 1"),
         ({"COMPILED_ARTIFACTS_S3_URI": "bucket/compiled"}, "COMPILED_ARTIFACTS_S3_URI: must be an s3://"),
         ({"NEURON_SDK_VERSION": ""}, "NEURON_SDK_VERSION"),
         ({"HTTP_PORT": "http"}, "HTTP_PORT: must be a port number"),
@@ -101,20 +127,52 @@ def s3(environ, monkeypatch):
         client.create_bucket(Bucket=BUCKET)
         client.put_object(Bucket=BUCKET, Key="weights/llama/config.json", Body=b"{}")
         client.put_object(Bucket=BUCKET, Key="weights/llama/shards/model-00001.safetensors", Body=b"w" * 64)
+        catalog = Path(environ["ASSISTANT_INDEX_DIR"]).with_name("catalog.jsonl")
+        write_catalog(generate_catalog(50, seed=1), catalog)
+        built = build_index(catalog, catalog.with_name("built-index"))
+        upload_folder(client, built.index_dir, S3Location(BUCKET, "catalog-index"), last=INDEX_MANIFEST)
         yield client
 
 
-def test_start_fetches_weights_and_artifacts_then_execs_triton(environ, s3, tmp_path) -> None:
-    key = expected_key(environ)
-    s3.put_object(Bucket=BUCKET, Key=f"compiled/{key}/model.pt", Body=b"neff")
+def test_start_fetches_weights_artifacts_and_index_then_execs_triton(environ, s3, tmp_path, capsys) -> None:
+    key = put_artifacts(s3, environ)
     calls = []
     code = main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: calls.append(args))
     assert code == 0
     assert (tmp_path / "weights" / "shards" / "model-00001.safetensors").read_bytes() == b"w" * 64
-    assert (tmp_path / "compiled" / key / "model.pt").read_bytes() == b"neff"
+    artifact = tmp_path / "compiled" / key / "model.pt"
+    assert artifact.read_bytes() == b"neff"
+    assert not artifact.stat().st_mode & 0o222, "artifacts are read-only: no compile can write over them"
     ((binary, command, env),) = calls
     assert binary.endswith("tritonserver") and command[0] == binary
     assert env["NEURON_COMPILED_ARTIFACTS"] == str(tmp_path / "compiled" / key)
+    assert "catalog index: 50 products from catalog.jsonl" in capsys.readouterr().out
+    assert (tmp_path / "index" / INDEX_MANIFEST).is_file()
+    config = (Path(environ["MODEL_REPOSITORY"]) / "assistant" / "config.pbtxt").read_text()
+    assert "count: 3 kind: KIND_CPU" in config, "one model instance per engine replica"
+
+
+def test_artifacts_without_a_completion_manifest_are_refused(environ, s3, capsys) -> None:
+    key = expected_key(environ)
+    s3.put_object(Bucket=BUCKET, Key=f"compiled/{key}/model.pt", Body=b"half a compile")
+    assert main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
+    assert f"no {MANIFEST_NAME} written last by the compile job" in capsys.readouterr().err
+
+
+def test_a_manifest_for_other_inputs_is_refused(environ, s3, capsys) -> None:
+    manifest = completion_manifest(expected_inputs(environ))
+    put_artifacts(s3, environ, manifest={**manifest, "inputs": {**manifest["inputs"], "dtype": "float16"}})
+    assert main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
+    assert "lists other compile inputs" in capsys.readouterr().err
+
+
+def test_a_corrupted_index_download_fails_the_start(environ, s3, capsys) -> None:
+    put_artifacts(s3, environ)
+    listing = s3.list_objects_v2(Bucket=BUCKET, Prefix="catalog-index/")["Contents"]
+    victim = next(item["Key"] for item in listing if item["Key"].endswith(".store"))
+    s3.put_object(Bucket=BUCKET, Key=victim, Body=b"not the index")
+    assert main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
+    assert "does not match the manifest" in capsys.readouterr().err
 
 
 def test_key_miss_refuses_to_compile(environ, s3, capsys) -> None:
@@ -122,7 +180,7 @@ def test_key_miss_refuses_to_compile(environ, s3, capsys) -> None:
     calls = []
     assert main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: calls.append(args)) == 2
     err = capsys.readouterr().err
-    assert f"no compiled Neuron artifacts for key {expected_key(environ)}" in err
+    assert f"no complete compiled Neuron artifacts for key {expected_key(environ)}" in err
     assert "ALLOW_COMPILE=true" in err
     assert calls == []
 
@@ -140,7 +198,7 @@ def test_key_miss_compiles_when_allowed(environ, s3, tmp_path) -> None:
 
 
 def test_missing_weights_fail_the_start(environ, s3, capsys) -> None:
-    s3.put_object(Bucket=BUCKET, Key=f"compiled/{expected_key(environ)}/model.pt", Body=b"neff")
+    put_artifacts(s3, environ)
     environ = {**environ, "MODEL_S3_URI": f"s3://{BUCKET}/weights/missing"}
     assert main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
     assert f"s3://{BUCKET}/weights/missing: no objects under this prefix" in capsys.readouterr().err
