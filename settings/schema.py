@@ -331,6 +331,26 @@ class ModelConfig(StrictModel):
     max_output_tokens: Annotated[int, Field(ge=1, le=32768)] = 1024
     dtype: str = "bfloat16"
     allow_compile_on_start: bool = False
+    # The shop's catalog index (`make index CATALOG=... UPLOAD=...`); hosts download and verify it at start.
+    # It must lie under artifacts_s3_uri, the one prefix the serving tasks may read (a region with its own
+    # replica reads it at the same place under its replica); by default <artifacts_s3_uri>/catalog-index/.
+    catalog_index_s3_uri: S3Uri | None = None
+
+    @model_validator(mode="after")
+    def _index_readable_by_the_tasks(self) -> Self:
+        root = self.artifacts_s3_uri.rstrip("/") + "/"
+        if self.catalog_index_s3_uri is not None and not self.catalog_index_s3_uri.startswith(root):
+            raise ValueError(
+                f"catalog_index_s3_uri {self.catalog_index_s3_uri} must lie under artifacts_s3_uri {root} "
+                "(the serving tasks may read that prefix only)"
+            )
+        return self
+
+    def catalog_index_uri(self, artifacts_root: str) -> str:
+        """The index under a region's artifacts root, at the same relative place as under the model's."""
+        root = self.artifacts_s3_uri.rstrip("/") + "/"
+        relative = self.catalog_index_s3_uri[len(root) :] if self.catalog_index_s3_uri else "catalog-index/"
+        return artifacts_root.rstrip("/") + "/" + relative
 
     @property
     def artifacts_bucket(self) -> str:

@@ -162,7 +162,14 @@ def engine_environment(settings: Settings, region: str) -> tuple[tuple[str, str]
         ("HTTP_PORT", str(settings.serving.http_port)),
         ("GRPC_PORT", str(settings.serving.grpc_port)),
         ("METRICS_PORT", str(settings.serving.metrics_port)),
+        # The shop's own catalog index, downloaded and checked against its manifest at start.
+        ("CATALOG_INDEX_S3_URI", model.catalog_index_uri(root)),
     )
+
+
+def fleet_environment(fleet: FleetConfig) -> tuple[tuple[str, str], ...]:
+    """Per-fleet container settings: one engine replica per tensor_parallel NeuronCores of the host."""
+    return (("REPLICAS_PER_HOST", str(fleet.engine_replicas)),)
 
 
 @dataclass(frozen=True)
@@ -256,7 +263,7 @@ def fleet_props(
         shared_memory_mib=serving.shared_memory_mib,
         cold_start_budget_seconds=serving.cold_start_budget_seconds,
         health_check_grace_seconds=serving.health_check_grace_seconds,
-        environment=engine_environment(settings, region),
+        environment=engine_environment(settings, region) + fleet_environment(fleet),
         target_requests_in_flight=target_requests_in_flight(settings, fleet),
         metrics_namespace=settings.observability.metrics_namespace,
         model_name=settings.model.name,

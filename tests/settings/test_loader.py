@@ -413,6 +413,14 @@ BAD_CONFIGS = [
         ["serving.deployment.max_surge_percent"],
         id="deploy-without-surge",
     ),
+    pytest.param(
+        MINIMAL.replace(
+            "  artifacts_s3_uri: s3://bucket/model/\n",
+            "  artifacts_s3_uri: s3://bucket/model/\n  catalog_index_s3_uri: s3://elsewhere/index/\n",
+        ),
+        ["model", "must lie under artifacts_s3_uri s3://bucket/model/", "may read that prefix only"],
+        id="catalog-index-outside-the-readable-prefix",
+    ),
     pytest.param("regions: [\n", ["config.yaml:2", "not valid YAML"], id="yaml-syntax"),
     pytest.param("- a\n- b\n", ["the top level must be a mapping"], id="top-level-list"),
     pytest.param("", ["config file is empty"], id="empty-file"),

@@ -319,3 +319,20 @@ def test_ami_is_a_named_release_unless_recommended_is_asked_for(settings, overla
     assert props.fleet_props(latest, "us-east-1", fleet).ami_parameter_name.endswith(
         "/neuron/recommended/image_id"
     )
+
+
+def test_the_container_gets_its_catalog_objective_and_replicas_from_config(settings, overlay):
+    environment = dict(
+        props.fleet_props(settings, "us-east-1", settings.regions["us-east-1"].fleets[0]).environment
+    )
+    assert (
+        environment["CATALOG_INDEX_S3_URI"] == settings.model.artifacts_s3_uri.rstrip("/") + "/catalog-index/"
+    )
+    assert environment["SLOW_FIRST_TOKEN_MS"] == str(settings.observability.ttft_p99_threshold_ms)
+    fleets = {fleet.instance_type: fleet for fleet in settings.regions["us-east-1"].fleets}
+    for instance_type, replicas in (("inf2.48xlarge", "3"), ("trn1.32xlarge", "4")):
+        fleet_environment = dict(props.fleet_props(settings, "us-east-1", fleets[instance_type]).environment)
+        assert fleet_environment["REPLICAS_PER_HOST"] == replicas
+    uri = settings.model.artifacts_s3_uri.rstrip("/") + "/shops/acme/index/"
+    custom = overlay(f"model:\n  catalog_index_s3_uri: {uri}\n")
+    assert dict(props.engine_environment(custom, "us-east-1"))["CATALOG_INDEX_S3_URI"] == uri
