@@ -27,7 +27,15 @@ def _stat(pid: int) -> tuple[int, str] | None:
     except OSError:
         return None
     fields = text[text.rindex(")") + 2 :].split()
+    if fields[0] == "Z":  # exited, not yet reaped by its parent
+        return None
     return int(fields[1]), fields[19]
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of a live process (None when gone or a zombie): with the pid it names one process."""
+    stat = _stat(pid)
+    return None if stat is None else stat[1]
 
 
 def descendants(root: int) -> dict[int, str]:

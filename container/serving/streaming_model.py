@@ -142,6 +142,12 @@ class StreamingModel:
         except BaseException:
             self._stop_guard()
             raise
+        # The engine's processes as started: one of them gone means the engine is dead, whether or not vLLM
+        # noticed (its own monitor does not always wake a request that waits on a killed engine core).
+        from serving.orphan_guard import descendants
+
+        self._engine_processes = descendants(os.getpid())
+        self._engine_processes.pop(self._guard.pid, None)
         self.engine.submit(self._gauge_loop())
 
     # ---- hooks for subclasses ----
@@ -266,6 +272,8 @@ class StreamingModel:
                 # As the stock backend: a cancelled request ends with a CANCELLED error, not an empty final.
                 outcome = "cancelled"
                 self._queue_error(live, "Request was cancelled", "CANCELLED")
+            elif not self.healthy:  # the engine died under this request
+                self._queue_error(live, f"{self.model_name} is unavailable: the engine died", "UNAVAILABLE")
             else:  # the model is shutting down under this request
                 outcome = "aborted"
                 self._queue_error(live, f"{self.model_name} is shutting down", "UNAVAILABLE")
@@ -370,6 +378,14 @@ class StreamingModel:
                 os._exit(1)
 
         self.outbox.put(unload)
+        # Requests waiting on a dead engine would wait forever: end them now, each with its error.
+        for live in list(self.live.values()):
+            live.on_cancel()
+
+    def _engine_processes_gone(self) -> list[int]:
+        from serving.orphan_guard import process_start
+
+        return [pid for pid, started in self._engine_processes.items() if process_start(pid) != started]
 
     # ---- metrics ----
     def _counts(self) -> tuple[int, int]:
@@ -387,6 +403,8 @@ class StreamingModel:
             await asyncio.sleep(self.gauge_interval_s)
             if self.healthy and getattr(self.engine.engine, "errored", False):
                 self._engine_died("engine reported errored")
+            elif self.healthy and (gone := self._engine_processes_gone()):
+                self._engine_died(f"engine processes {gone} are gone")
             in_flight, queued = self._counts()
             engine = self.engine_stats.snapshot
             self.outbox.put(functools.partial(self._publish_gauge, in_flight, queued, engine))
