@@ -5,13 +5,19 @@ concurrent gRPC streams. Two pass-through columns: the bare question (what Trito
 would get from a client) and the assistant's full prompt (same prefill work, so the difference is our
 planning, retrieval and prompt building alone). Quote medians and ratios: the machine is shared and noisy.
 
-    .venv-serve/bin/python bench/serving_ttft.py [--requests 48] [--max-tokens 64]
+With --profile-out, it also measures the engine itself through the pass-through (prefill tokens/s from the
+time to first token of short and long prompts; decode step time per batch size from streams running
+together) and writes a performance profile for the capacity planner.
+
+    .venv-serve/bin/python bench/serving_ttft.py [--requests 48] [--max-tokens 64] [--profile-out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import socket
 import statistics
 import sys
 import tempfile
@@ -22,11 +28,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "container"))
 
+from assistant.chat import ChatFormat
 from assistant.prepare import prepare_request
 from assistant.retrieve import ProductIndex
 from local.client import StreamingClient, StreamResult
 from local.demo_assets import ensure_demo_assets
-from local.triton_server import TritonServer, free_ports
+from local.triton_server import CPU_ENGINE_PROFILE, TritonServer, free_ports
 
 QUESTIONS = [
     "waterproof hiking boots",
@@ -78,17 +85,81 @@ def run_round(clients: list[StreamingClient], pool, model: str, prompts: list[st
     return results, time.perf_counter() - started
 
 
+PROFILE_BATCHES = (1, 4, 8, 16)
+PROFILE_SHORT_WORDS, PROFILE_LONG_WORDS = 16, 600
+
+
+def measure_profile(clients: list[StreamingClient], pool, rounds: int = 5) -> dict[str, object]:
+    """Prefill tokens/s and decode step time per batch size, measured on the pass-through's engine."""
+    words = ["waterproof", "hiking", "boots", "with", "ankle", "support", "for", "muddy", "trails"]
+
+    def prompt(count: int, salt: int) -> str:
+        # A different first word each time: nothing to reuse from an earlier prompt.
+        return " ".join([f"q{salt}"] + [words[i % len(words)] for i in range(count)])
+
+    ttfts: dict[int, list[float]] = {PROFILE_SHORT_WORDS: [], PROFILE_LONG_WORDS: []}
+    tokens: dict[int, int] = {}
+    for number in range(rounds):
+        for length in ttfts:
+            time.sleep(ENGINE_IDLE_S)
+            result = clients[0].ask(
+                prompt(length, number), model="passthrough", sampling={"max_tokens": 1, "ignore_eos": True}
+            )
+            ttfts[length].append(result.ttft_s or 0.0)
+    tokenizer = ChatFormat.load(str(ensure_demo_assets().model_dir))
+    for length in ttfts:
+        tokens[length] = tokenizer.count_tokens(prompt(length, 0))
+    seconds = statistics.median(ttfts[PROFILE_LONG_WORDS]) - statistics.median(ttfts[PROFILE_SHORT_WORDS])
+    prefill = (tokens[PROFILE_LONG_WORDS] - tokens[PROFILE_SHORT_WORDS]) / seconds if seconds > 0 else 0.0
+    steps: dict[int, float] = {}
+    for batch in PROFILE_BATCHES:
+        samples = []
+        for _ in range(max(1, rounds // 2)):
+            time.sleep(ENGINE_IDLE_S)
+            results, _ = run_round(
+                clients[:batch], pool, "passthrough", [prompt(8, 1000 + i) for i in range(batch)], 64
+            )
+            for result in results:
+                generating = result.total_s - (result.ttft_s or 0.0)
+                if len(result.chunks) > 1:
+                    samples.append(generating / (len(result.chunks) - 1) * 1000.0)
+        steps[batch] = round(statistics.median(samples), 2)
+    return {"prefill_tokens_per_second": round(prefill, 1), "decode_step_ms": steps}
+
+
+def write_profile(path: Path, measured: dict[str, object], instance_type: str) -> None:
+    import yaml
+
+    engine = json.loads(CPU_ENGINE_PROFILE.read_text())
+    profile = {
+        "instance_type": instance_type,
+        "source": f"make bench-serving {datetime.date.today().isoformat()} {socket.gethostname()} "
+        "(tiny Llama on vLLM-CPU through Triton; measured, not a Neuron figure)",
+        "tensor_parallel": engine["tensor_parallel_size"],
+        "max_num_seqs": engine["max_num_seqs"],
+        **measured,
+    }
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=48, help="requests per model and concurrency")
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument(
+        "--profile-out", type=Path, help="also measure the engine and write a planner profile"
+    )
+    parser.add_argument("--instance-type", default="local-cpu", help="the profile's instance_type")
     args = parser.parse_args(argv)
+    if args.profile_out is not None:
+        args.profile_out.parent.mkdir(parents=True, exist_ok=True)
 
     assets = ensure_demo_assets()
     index = ProductIndex.open(assets.index_dir)
+    chat = ChatFormat.load(str(assets.model_dir))
 
     def full_prompt(question: str) -> str:
-        return prepare_request(question, index).prompt
+        return prepare_request(question, index, chat).prompt
 
     variants = {
         "assistant": ("assistant", lambda q: q),
@@ -124,15 +195,23 @@ def main(argv: list[str] | None = None) -> int:
                             clients[:concurrency], pool, model, prompts, args.max_tokens
                         )
                         cells[(name, concurrency)].add_round(results, wall)
+            profile = measure_profile(clients, pool) if args.profile_out is not None else None
             for client in clients:
                 client.close()
+            records = [
+                json.loads(line)
+                for line in server.log_path.read_text(errors="replace").splitlines()
+                if line.startswith("{") and '"Outcome"' in line
+            ]
             prepare_ms = sorted(
                 record["PrepareMs"]
-                for line in server.log_path.read_text(errors="replace").splitlines()
-                if line.startswith("{") and '"_aws"' in line
-                for record in [json.loads(line)]
+                for record in records
                 if record.get("Model") == "assistant" and record.get("PrepareMs") is not None
             )
+            assistant_tokens = statistics.median(
+                r["InputTokens"] for r in records if r.get("Model") == "assistant" and "InputTokens" in r
+            )
+            question_tokens = statistics.median(chat.count_tokens(q) for q in QUESTIONS)
 
     print(f"\n{args.requests} requests per cell, {args.max_tokens} tokens each (tiny model, vLLM-CPU)\n")
     header = "".join(
@@ -158,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
             f"\nassistant plan + retrieve + prompt, timed inside the model: "
             f"p50 {p50:.2f} ms, p99 {p99:.2f} ms ({len(prepare_ms)} requests, {index.product_count} products)"
         )
+    print(
+        f"\nprompt tokens per request (median): assistant {assistant_tokens:.0f} (its InputTokens metric), "
+        f"bare question {question_tokens:.0f}"
+    )
     print("\nassistant vs pass-through: TTFT difference (ms) and throughput ratio")
     for baseline in ("pass-through (question)", "pass-through (same prompt)"):
         for concurrency in CONCURRENCY:
@@ -167,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"p50 {ours.p(0.5) - theirs.p(0.5):+7.1f} ms, p99 {ours.p(0.99) - theirs.p(0.99):+7.1f} ms, "
                 f"tokens/s {ours.throughput / theirs.throughput:6.1%}"
             )
+    if profile is not None:
+        write_profile(args.profile_out, profile, args.instance_type)
+        print(f"\nperformance profile written to {args.profile_out}:\n{args.profile_out.read_text()}")
     return 0
 
 
