@@ -29,6 +29,7 @@ import time
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -240,6 +241,7 @@ class StreamingModel:
             params = SamplingParams(**sampling, output_kind=kind)
             products_json = json.dumps(prepared.products) if self.has_products else None
             last = None
+            choices: dict[int, Any] = {}
             # aclosing: however the loop ends (cancel, error), closing the generator aborts the engine
             # request, so its batch slot is freed at once rather than when the generator is collected.
             outputs = self.engine.engine.generate({"prompt": prepared.prompt}, params, live.request_id)
@@ -259,10 +261,18 @@ class StreamingModel:
                         self.outbox.send(
                             live, response, self._final_flag(output.finished), final=output.finished
                         )
+                    else:
+                        # With n > 1, vLLM reports each choice in outputs of its own: keep the latest of each.
+                        for choice in output.outputs:
+                            choices[choice.index] = choice
                     last = output
             if not parsed.stream and last is not None:
-                output_tokens = sum(len(choice.token_ids) for choice in last.outputs)
-                response = self._response(last, parsed, products_json)
+                final = SimpleNamespace(
+                    outputs=[choices[index] for index in sorted(choices)],
+                    prompt_token_ids=last.prompt_token_ids,
+                )
+                output_tokens = sum(len(choice.token_ids) for choice in final.outputs)
+                response = self._response(final, parsed, products_json)
                 self.outbox.send(live, response, self._final_flag(True), final=True)
             if not live.final_queued:  # the engine produced nothing at all; still close the stream
                 self.outbox.send(live, None, self._final_flag(True), final=True)
