@@ -70,8 +70,16 @@ class Outbox:
                 live.sender.send(flags=flags)
             else:
                 live.sender.send(response, flags=flags)
+            # As Triton's vLLM backend does: ask after each send, so a stream's cancel is seen at its next
+            # token rather than at the next poll (which a busy engine thread can delay).
+            if not final and not live.cancelled and live.sender.is_cancelled():
+                live.cancelled = True
+                live.on_cancel()
         except Exception as err:  # the client is gone or the stream closed: the request is over either way
             logger.info("request %s: response not delivered (%s)", live.request_id, err)
+            if not final and not live.cancelled:
+                live.cancelled = True
+                live.on_cancel()
         finally:
             if final:
                 live.final_sent = True
