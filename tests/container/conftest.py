@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -186,3 +187,13 @@ def process_group_members(pgid: int) -> list[int]:
             if int(fields[2]) == pgid and fields[0] != "Z":
                 members.append(int(entry.name))
     return members
+
+
+def wait_for(condition, timeout_s: float = 15.0, interval_s: float = 0.2):
+    """The condition's first truthy value, or its last value once timeout_s has passed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval_s)

@@ -26,6 +26,7 @@ from tests.container.conftest import (
     engine_processes,
     process_group_members,
     read_metrics,
+    wait_for,
 )
 
 pytestmark = pytest.mark.serving
@@ -51,15 +52,6 @@ def model_ready(server: TritonServer, model: str = "passthrough") -> bool:
             return response.status == 200
     except (urllib.error.URLError, ConnectionError):
         return False
-
-
-def wait_for(condition, timeout_s: float, interval_s: float = 0.25):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval_s)
 
 
 def test_a_dead_engine_takes_the_model_out_of_service(demo_assets: DemoAssets, tmp_path: Path) -> None:

@@ -13,22 +13,19 @@ import pytest
 
 from local.client import StreamingClient, StreamResult
 from local.triton_server import ServerError, TritonServer, free_ports
-from tests.container.conftest import TEST_INSTANCE_TYPE, TEST_SLOW_FIRST_TOKEN_MS, emf_lines, read_metrics
+from tests.container.conftest import (
+    TEST_INSTANCE_TYPE,
+    TEST_SLOW_FIRST_TOKEN_MS,
+    emf_lines,
+    read_metrics,
+    wait_for,
+)
 
 pytestmark = pytest.mark.serving
 
 MODEL = 'model="assistant",replica="0"'
 # ignore_eos: a random-weight model may end early; these tests need a known number of tokens.
 SHORT = {"max_tokens": 24, "ignore_eos": True, "temperature": 0.8}
-
-
-def wait_for(condition, timeout_s: float = 15.0, interval_s: float = 0.2):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval_s)
 
 
 def settled_metrics(triton: TritonServer) -> dict[str, float]:
