@@ -22,7 +22,7 @@ MAX_QUESTION_CHARS = 4_000
 # Tokens for the product lines: five cards of the demo catalog fit with room to spare.
 CONTEXT_TOKEN_BUDGET = 220
 
-SYSTEM_TEXT = "Shop assistant: recommend only the numbered products, by number; invent nothing; be brief."
+SYSTEM_TEXT = "Recommend only the numbered products, by number; invent nothing; be brief."
 _INTENT_GUIDANCE = {
     Intent.PRODUCT_SEARCH: "Say which fit and why.",
     Intent.COMPARISON: "Compare them; say which suits whom.",
