@@ -136,7 +136,9 @@ $(SERVE_VENV)/.installed: $(SERVE_REQS)
 	touch $@
 
 # A base temp folder of its own: the servers' backends live there, and pytest prunes shared /tmp folders.
+# pytest creates the base temp folder but not its parent, which a fresh clone lacks.
 test-container: serve-env
+	mkdir -p build
 	$(SERVE_VENV)/bin/pytest tests/container -q --basetemp=build/pytest-container
 
 # The shop's own catalog: JSON Lines or CSV in, an index folder (and optionally its upload to S3) out.
