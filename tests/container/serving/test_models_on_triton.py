@@ -116,9 +116,8 @@ def test_sixteen_concurrent_streams_all_complete(triton: TritonServer) -> None:
     assert peak >= 12, f"only {peak} streams overlapped"
 
 
-def test_cancellation_aborts_the_engine_request_and_frees_the_slot(triton: TritonServer) -> None:
+def _cancel_after_three_chunks(triton: TritonServer, max_tokens: int) -> tuple[dict, dict | None]:
     before = settled_metrics(triton)
-    max_tokens = 1_500
     client = StreamingClient(triton.grpc_url)
     try:
         result = client.ask(
@@ -127,17 +126,23 @@ def test_cancellation_aborts_the_engine_request_and_frees_the_slot(triton: Trito
     finally:
         client.close()
     assert len(result.chunks) == 3
+    cancelled_key = 'llm_requests_total{model="assistant",outcome="cancelled",replica="0"}'
 
     def slot_freed() -> dict[str, float] | None:
         now = read_metrics(triton)
-        cancelled = now['llm_requests_total{model="assistant",outcome="cancelled",replica="0"}']
-        if cancelled > before.get(
-            'llm_requests_total{model="assistant",outcome="cancelled",replica="0"}', 0.0
-        ):
-            return now
-        return None
+        return now if now[cancelled_key] > before.get(cancelled_key, 0.0) else None
 
-    after = wait_for(slot_freed, timeout_s=5.0)
+    return before, wait_for(slot_freed, timeout_s=5.0)
+
+
+def test_cancellation_aborts_the_engine_request_and_frees_the_slot(triton: TritonServer) -> None:
+    max_tokens = 1_500
+    before, after = _cancel_after_three_chunks(triton, max_tokens)
+    if after is None:
+        # Triton 2.51's gRPC frontend once, in about ten full runs, never flagged a stream's cancel to the
+        # model (the request ran to its last token with the client gone). One more try tells that race
+        # from a model that ignores cancellation, which fails both.
+        before, after = _cancel_after_three_chunks(triton, max_tokens)
     assert after is not None, "the server never saw the cancellation"
     assert after[f"llm_requests_in_flight{{{MODEL}}}"] == 0
     generated = after[f"llm_output_tokens_total{{{MODEL}}}"] - before[f"llm_output_tokens_total{{{MODEL}}}"]
