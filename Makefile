@@ -80,8 +80,7 @@ DEPLOY_CHECK ?= --strict
 WAVES ?= 1
 deploy: venv node
 	$(VENV)/bin/python -m settings $(CONFIG) $(DEPLOY_CHECK)
-	$(VENV)/bin/python -m ops.deploy_waves $(CONFIG) --cdk "$(CDK)" $(if $(filter 0,$(WAVES)),--all-at-once) \
-		$(if $(DRY_RUN),--dry-run)
+	$(VENV)/bin/python -m ops.deploy_waves $(CONFIG) --cdk "$(CDK)" $(if $(filter 0,$(WAVES)),--all-at-once) $(if $(DRY_RUN),--dry-run)
 
 # The pinned CLI has no `diff --all`: with no stack named it diffs every stack of the app.
 diff: validate node
