@@ -117,6 +117,8 @@ def test_no_credentials_is_one_line_naming_what_to_set(tmp_path, monkeypatch, ca
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    # boto3's default session keeps the credentials an earlier test's client found: start a new one
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
     # the real boto3 client: it finds no credentials before it would send anything
     assert main(["--config", str(REPO / "config" / "default.yaml"), "show"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
