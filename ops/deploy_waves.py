@@ -216,7 +216,10 @@ def wait_until_stable(
     """Problems that stop the wave (empty when every service settled)."""
     deadline = clock() + timeout_seconds
     while True:
-        stability = service_stability(read())
+        described = read()
+        if not described:
+            log("  no ECS services of this project found here (clusters are found by their project tag)")
+        stability = service_stability(described)
         if stability.failed:
             return list(stability.failed)
         if stability.settled:
