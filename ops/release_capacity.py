@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ops.credentials import has_credentials, no_credentials_message
+
 PROJECT_TAG = "project"
 PROTECTION_BATCH = 50  # SetInstanceProtection takes at most 50 instance ids per call
 
@@ -50,7 +52,7 @@ def has_tag(tags: Iterable[dict[str, str]], key: str, value: str) -> bool:
     )
 
 
-def _project_clusters(ecs: Any, project: str) -> list[str]:
+def project_clusters(ecs: Any, project: str) -> list[str]:
     arns = [arn for page in ecs.get_paginator("list_clusters").paginate() for arn in page["clusterArns"]]
     clusters = []
     for chunk in batches(arns, 100):
@@ -120,7 +122,7 @@ def release_region(
     scaling = session.client("application-autoscaling", region_name=region)
     autoscaling = session.client("autoscaling", region_name=region)
     result = RegionRelease(region)
-    for cluster in _project_clusters(ecs, project):
+    for cluster in project_clusters(ecs, project):
         result.services += _stop_services(ecs, scaling, cluster)
     groups = _project_groups(autoscaling, project)
     result.groups = [group["AutoScalingGroupName"] for group in groups]
@@ -139,7 +141,11 @@ def release_region(
         sleep(poll_seconds)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def stdin_is_terminal() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
+def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m ops.release_capacity", description=__doc__.split("\n\n")[0]
     )
@@ -167,19 +173,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     regions = list(settings.regions)
-    if not args.yes:
-        answer = input(
-            f"Scale every serving host of {settings.project!r} in {', '.join(regions)} to zero before "
-            "destroying the stacks? Type the project name to continue: "
-        )
-        if answer.strip() != settings.project:
-            print("not confirmed; nothing changed", file=sys.stderr)
-            return 1
 
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
-    session = boto3.Session()
+    # Before the question: a confirmation that can only end in "no credentials" wastes the operator's care.
+    session = (session_factory or boto3.Session)()
+    if not has_credentials(session):
+        needs = "it scales the fleets down in your account before `cdk destroy`"
+        print(no_credentials_message("make destroy", needs), file=sys.stderr)
+        return 2
+    if not args.yes:
+        if not stdin_is_terminal():
+            message = "no terminal to confirm on; run `make destroy YES=1` to confirm; nothing changed"
+            print(f"make destroy: {message}", file=sys.stderr)
+            return 1
+        try:
+            answer = input(
+                f"Scale every serving host of {settings.project!r} in {', '.join(regions)} to zero before "
+                "destroying the stacks? Type the project name to continue: "
+            )
+        except EOFError:  # Ctrl-D
+            answer = ""
+        if answer.strip() != settings.project:
+            print("not confirmed; nothing changed", file=sys.stderr)
+            return 1
+
     failed = []
     for region in regions:
         try:

@@ -125,7 +125,9 @@ def main(argv: list[str], client: ClientFactory = _boto3_client) -> int:
     commands.add_parser("clear", help="remove the pin; the orchestrator's policy decides again")
     args = parser.parse_args(argv)
 
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    from ops.credentials import no_credentials_message
 
     now = datetime.now(UTC)
     try:
@@ -153,6 +155,10 @@ def main(argv: list[str], client: ClientFactory = _boto3_client) -> int:
     except OverrideError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except NoCredentialsError:
+        needs = "it reads and pins region weights in your account's Route 53 and SSM"
+        print(no_credentials_message("make traffic", needs), file=sys.stderr)
+        return 2
     except (BotoCoreError, ClientError) as error:
         print(f"AWS error: {error}", file=sys.stderr)
         return 1

@@ -193,11 +193,15 @@ def _describe(error: dict[str, Any], known: list[str]) -> str:
     if kind == "missing":
         return "required key is missing"
     message = str(error["msg"]).removeprefix("Value error, ")
+    # pydantic's own wording ("Input should be less than or equal to 1") in the config's plain words.
+    message = message.replace("Input should be", "must be", 1)
+    value = error.get("input")
     if kind.endswith("_type") or kind.endswith("_parsing"):
-        value = error.get("input")
         message += f", got {value!r} ({type(value).__name__})"
         if kind == "string_type" and isinstance(value, int | float):
             message += "; put it in quotes"
+    elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        message += f", got {value!r}"
     return message
 
 

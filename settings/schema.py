@@ -465,6 +465,14 @@ class OperationsConfig(StrictModel):
     ecs_exec: bool = False  # ECS Exec into the serving containers, logged to the encrypted log group
 
 
+class DeployConfig(StrictModel):
+    """How `make deploy` rolls a change out: one region at a time, each watched before the next."""
+
+    # Minutes a region's region-unfit and region-degraded alarms are watched after its services are stable;
+    # 0 only waits for stability. Long enough for the alarms' own evaluation windows to see new tasks.
+    bake_minutes: Annotated[int, Field(ge=0, le=24 * 60)] = 15
+
+
 class ObservabilityConfig(StrictModel):
     metrics_namespace: str = "LLMServing"
     ttft_p99_threshold_ms: Annotated[int, Field(ge=50)] = 1000
@@ -558,6 +566,7 @@ class Settings(StrictModel):
     routing: RoutingConfig = RoutingConfig()
     load_balancer: LoadBalancerConfig = LoadBalancerConfig()
     operations: OperationsConfig = OperationsConfig()
+    deploy: DeployConfig = DeployConfig()
     regions: Annotated[dict[RegionName, RegionConfig], Field(min_length=1)]
     events: list[EventConfig] = Field(default_factory=list)
 

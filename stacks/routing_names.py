@@ -14,6 +14,11 @@ def degraded_alarm_name(settings: Settings, region: str) -> str:
     return f"{settings.project}-{region}-region-degraded"
 
 
+def unfit_alarm_name(settings: Settings, region: str) -> str:
+    """The region's "region unfit" alarm; a wave deploy watches it with the degraded one."""
+    return f"{settings.project}-{region}-region-unfit"
+
+
 def endpoint_parameter(settings: Settings, region: str) -> str:
     """The ALB a region serves from, as JSON, written by that region's stack (in that region)."""
     return f"/{settings.project}/{region}/serving-endpoint"

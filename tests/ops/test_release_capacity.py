@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import boto3
@@ -166,6 +167,7 @@ def test_cli_refuses_while_deletion_protection_is_on(aws, capsys):
 
 def test_cli_changes_nothing_unless_confirmed(aws, monkeypatch, capsys, teardown_config):
     group, _ = _deploy(aws, PROJECT)
+    monkeypatch.setattr("ops.release_capacity.stdin_is_terminal", lambda: True)
     monkeypatch.setattr("builtins.input", lambda _: "no")
     assert main([teardown_config]) == 1
     assert "nothing changed" in capsys.readouterr().err
@@ -180,3 +182,35 @@ def test_cli_releases_every_configured_region(aws, capsys, teardown_config):
     for region in ("us-east-1", "us-west-2", "us-east-2"):
         assert f"{region}:" in output
     assert "us-east-1: 1 services and 1 host groups set to zero, 3 hosts unprotected" in output
+
+
+def _no_credentials(monkeypatch, tmp_path):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def _never_asked(prompt=""):
+    raise AssertionError("asked for confirmation")
+
+
+def test_no_credentials_is_one_line_before_the_question(monkeypatch, tmp_path, capsys, teardown_config):
+    _no_credentials(monkeypatch, tmp_path)
+    monkeypatch.setattr("builtins.input", _never_asked)
+    assert main([teardown_config]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("make destroy: no AWS credentials found") and "AWS_PROFILE" in line
+
+
+def test_no_terminal_and_no_yes_is_one_line_and_changes_nothing(aws, monkeypatch, capsys, teardown_config):
+    group, _ = _deploy(aws, PROJECT)
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # as under CI or a pipe: input() would raise EOFError
+    monkeypatch.setattr("builtins.input", _never_asked)
+    assert main([teardown_config]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        "make destroy: no terminal to confirm on; run `make destroy YES=1` to confirm; nothing changed"
+    )
+    assert _group(aws, group)["MinSize"] == 3

@@ -109,3 +109,17 @@ def test_durations():
     assert parse_duration("1d") == timedelta(days=1)
     with pytest.raises(OverrideError):
         parse_duration("soon")
+
+
+def test_no_credentials_is_one_line_naming_what_to_set(tmp_path, monkeypatch, capsys):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    # boto3's default session keeps the credentials an earlier test's client found: start a new one
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    # the real boto3 client: it finds no credentials before it would send anything
+    assert main(["--config", str(REPO / "config" / "default.yaml"), "show"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("make traffic: no AWS credentials found") and "AWS_PROFILE" in line

@@ -723,3 +723,9 @@ def test_routing_defaults_and_the_derived_host_floor() -> None:
     assert settings.routing.floor == 5 and settings.routing.drain_runs == 3
     # inf2 min 2 + trn1 min 1 = 3 hosts; half of them, rounded up, must stay healthy.
     assert settings.min_healthy_hosts("us-east-1") == 2
+
+
+def test_bounds_read_in_plain_words_with_the_value_given(tmp_path: Path) -> None:
+    error = load_error(write(tmp_path, MINIMAL.replace("weight: 1", "weight: -4")))
+    assert "regions.us-east-1.weight: must be greater than or equal to 0, got -4" in error
+    assert "Input should" not in error

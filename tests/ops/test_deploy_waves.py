@@ -1,0 +1,382 @@
+"""Wave deploys: the plan and decisions as pure functions, and the whole command against moto's ECS and
+CloudWatch with a stand-in for the CDK CLI (a small executable that records its arguments and writes a
+cloud assembly manifest: the real CLI cannot deploy without an AWS account)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from moto import mock_aws
+
+from ops.deploy_waves import (
+    StackNames,
+    Wave,
+    alarms_firing,
+    describe_plan,
+    main,
+    plan_waves,
+    run_waves,
+    service_stability,
+    stop_report,
+)
+from settings import load_settings
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = str(REPO / "config" / "default.yaml")
+SETTINGS = load_settings(CONFIG)
+PROJECT = SETTINGS.project
+REGIONS = list(SETTINGS.regions)  # us-east-1, us-west-2, us-east-2
+NAMES = StackNames(f"{PROJECT}-global", {region: f"{PROJECT}-{region}" for region in REGIONS})
+GLOBAL_STACK = NAMES.global_stack
+
+FAKE_CDK = """#!{python}
+# A stand-in for the CDK CLI: records each call; `synth -o DIR` writes a manifest naming the stacks in
+# FAKE_CDK_STACKS; `deploy` fails for the stack named in FAKE_CDK_FAIL.
+import json, os, pathlib, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_CDK_LOG"], "a") as log:
+    log.write(json.dumps(args) + "\\n")
+if args[0] == "synth":
+    out = pathlib.Path(args[args.index("-o") + 1])
+    out.mkdir(parents=True)
+    stacks = os.environ["FAKE_CDK_STACKS"].split(",")
+    artifacts = {{name: {{"type": "aws:cloudformation:stack"}} for name in stacks}}
+    (out / "manifest.json").write_text(json.dumps({{"artifacts": artifacts}}))
+if args[0] == "deploy" and args[-1] == os.environ.get("FAKE_CDK_FAIL"):
+    sys.exit(1)
+"""
+
+
+@pytest.fixture
+def fake_cdk(tmp_path, monkeypatch):
+    script = tmp_path / "cdk"
+    script.write_text(FAKE_CDK.format(python=sys.executable))
+    script.chmod(0o755)
+    log = tmp_path / "cdk-calls.jsonl"
+    monkeypatch.setenv("FAKE_CDK_LOG", str(log))
+    monkeypatch.setenv("FAKE_CDK_STACKS", ",".join([GLOBAL_STACK, *NAMES.regional.values()]))
+
+    def calls() -> list[list[str]]:
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    return str(script), calls
+
+
+def deployed_stacks(calls: list[list[str]]) -> list[str]:
+    return [call[-1] for call in calls if call[0] == "deploy"]
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "MOTO_ECS_SERVICE_RUNNING": "2",  # moto starts this many of a new service's tasks
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        yield boto3.Session()
+
+
+def serve(session, region: str, *, unfit: str = "OK", degraded: str = "OK", alarms: bool = True) -> None:
+    """What a deployed region looks like to the wave: a tagged cluster with a service, and its alarms."""
+    ecs = session.client("ecs", region_name=region)
+    cluster = f"{PROJECT}-{region}"
+    ecs.create_cluster(clusterName=cluster, tags=[{"key": "project", "value": PROJECT}])
+    ecs.register_task_definition(
+        family="serving", containerDefinitions=[{"name": "serving", "image": "x", "memory": 512}]
+    )
+    ecs.create_service(cluster=cluster, serviceName="inf2", taskDefinition="serving", desiredCount=2)
+    if not alarms:
+        return
+    cloudwatch = session.client("cloudwatch", region_name=region)
+    unfit_name, degraded_name = f"{PROJECT}-{region}-region-unfit", f"{PROJECT}-{region}-region-degraded"
+    # region-degraded is a composite alarm in the stacks; moto 5.2 has no PutCompositeAlarm, so here it is a
+    # metric alarm of the same name (test_alarms_firing_reads_metric_and_composite_alarms reads both kinds).
+    for name in (unfit_name, degraded_name):
+        cloudwatch.put_metric_alarm(
+            AlarmName=name,
+            Namespace="LLMServing",
+            MetricName="HealthyHosts",
+            Statistic="Minimum",
+            Period=60,
+            EvaluationPeriods=1,
+            Threshold=1,
+            ComparisonOperator="LessThanThreshold",
+        )
+    for name, state in ((unfit_name, unfit), (degraded_name, degraded)):
+        cloudwatch.set_alarm_state(AlarmName=name, StateValue=state, StateReason=f"test: {state}")
+
+
+def run(fake_cdk, tmp_path, *extra: str) -> int:
+    script, _ = fake_cdk
+    return main(
+        [CONFIG, "--cdk", script, "--assembly", str(tmp_path / "assembly"), "--bake-minutes", "0", *extra]
+    )
+
+
+# ---- the whole command ---------------------------------------------------------------------------------
+
+
+def test_an_alarm_in_the_first_region_stops_the_wave_before_the_second(aws, fake_cdk, tmp_path, capsys):
+    serve(aws, "us-east-1", degraded="ALARM")
+    for region in REGIONS[1:]:
+        serve(aws, region)
+
+    assert run(fake_cdk, tmp_path) == 1
+
+    _, calls = fake_cdk
+    assert calls()[0][:2] == ["synth", "--quiet"]
+    assert deployed_stacks(calls()) == [GLOBAL_STACK, f"{PROJECT}-us-east-1"]
+    report = capsys.readouterr().err
+    assert f"wave stopped at us-east-1 ({PROJECT}-us-east-1)" in report
+    assert f"{PROJECT}-us-east-1-region-degraded is in ALARM: test: ALARM" in report
+    deployed, pending = report.split("deployed with this change:")[1].split("not deployed")
+    assert f"global: {GLOBAL_STACK}" in deployed and f"us-east-1: {PROJECT}-us-east-1" in deployed
+    assert f"us-west-2: {PROJECT}-us-west-2" in pending and f"us-east-2: {PROJECT}-us-east-2" in pending
+    assert 'ARGS="pin us-east-1=0 --for 2h --reason rollback"' in report
+    assert f"cdk deploy --exclusively {GLOBAL_STACK} {PROJECT}-us-east-1 -c config={CONFIG}" in report
+
+
+def test_quiet_regions_deploy_one_at_a_time_in_config_order_from_one_assembly(
+    aws, fake_cdk, tmp_path, capsys
+):
+    for region in REGIONS:
+        serve(aws, region)
+
+    assert run(fake_cdk, tmp_path) == 0
+
+    _, calls = fake_cdk
+    synth, *deploys = calls()
+    assert synth[0] == "synth" and f"config={CONFIG}" in synth
+    assert deployed_stacks(calls()) == [GLOBAL_STACK, *(f"{PROJECT}-{region}" for region in REGIONS)]
+    assert all(call[:3] == ["deploy", "--app", str(tmp_path / "assembly")] for call in deploys)
+    assert "deployed 4 waves: global, us-east-1, us-west-2, us-east-2" in capsys.readouterr().out
+
+
+def test_a_region_whose_alarms_do_not_exist_is_not_taken_as_quiet(aws, fake_cdk, tmp_path, capsys):
+    serve(aws, "us-east-1", alarms=False)
+    assert run(fake_cdk, tmp_path) == 1
+    _, calls = fake_cdk
+    assert deployed_stacks(calls())[-1] == f"{PROJECT}-us-east-1"
+    assert f"{PROJECT}-us-east-1-region-unfit does not exist" in capsys.readouterr().err
+
+
+def test_services_that_do_not_settle_stop_the_wave(aws, fake_cdk, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MOTO_ECS_SERVICE_RUNNING", "1")  # 1 of 2 tasks running
+    serve(aws, "us-east-1")
+    assert run(fake_cdk, tmp_path, "--stable-timeout", "0") == 1
+    _, calls = fake_cdk
+    assert deployed_stacks(calls()) == [GLOBAL_STACK, f"{PROJECT}-us-east-1"]
+    assert "not stable after 0 s: inf2: 1 of 2 tasks running" in capsys.readouterr().err
+
+
+def test_a_failed_stack_deploy_stops_the_wave_and_says_it_rolled_back(
+    aws, fake_cdk, tmp_path, capsys, monkeypatch
+):
+    for region in REGIONS:
+        serve(aws, region)
+    monkeypatch.setenv("FAKE_CDK_FAIL", f"{PROJECT}-us-west-2")
+    assert run(fake_cdk, tmp_path) == 1
+    _, calls = fake_cdk
+    assert deployed_stacks(calls()) == [GLOBAL_STACK, f"{PROJECT}-us-east-1", f"{PROJECT}-us-west-2"]
+    report = capsys.readouterr().err
+    assert "cdk deploy shopping-assistant-us-west-2 failed (exit 1)" in report
+    assert (
+        "us-west-2: shopping-assistant-us-west-2 (its deploy failed; CloudFormation rolled it back)" in report
+    )
+
+
+def test_no_credentials_is_one_line_before_anything_runs(fake_cdk, tmp_path, capsys, monkeypatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    assert run(fake_cdk, tmp_path) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("make deploy: no AWS credentials found") and "AWS_PROFILE" in line
+    _, calls = fake_cdk
+    assert calls() == []
+
+
+def test_dry_run_prints_the_waves_and_touches_nothing(fake_cdk, tmp_path, capsys):
+    assert run(fake_cdk, tmp_path, "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert out.index(GLOBAL_STACK) < out.index("us-east-1") < out.index("us-west-2") < out.index("us-east-2")
+    assert "4 waves" in out and f"{PROJECT}-us-west-2-region-unfit" in out
+    _, calls = fake_cdk
+    assert calls() == []
+
+
+def test_all_at_once_is_one_cdk_deploy_all(aws, fake_cdk, tmp_path):
+    assert run(fake_cdk, tmp_path, "--all-at-once") == 0
+    _, calls = fake_cdk
+    assert calls() == [["deploy", "--all", "-c", f"config={CONFIG}"]]
+
+
+def test_a_bad_config_is_the_config_error(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"base: {CONFIG}\ndeploy:\n  bake_minuets: 5\n")
+    assert main([str(bad), "--dry-run"]) == 1
+    error = capsys.readouterr().err
+    assert "bad.yaml:3: deploy.bake_minuets: unknown key; did you mean 'bake_minutes'?" in error
+
+
+# ---- the wave loop over time, against moto ------------------------------------------------------------
+
+
+def test_an_alarm_that_fires_during_the_bake_stops_at_that_look(aws):
+    serve(aws, "us-east-1")
+    waves = plan_waves(SETTINGS, NAMES)[:3]
+    deployed, looks = [], []
+    now = [0.0]
+    cloudwatch = aws.client("cloudwatch", region_name="us-east-1")
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+        if now[0] >= 5 * 60:  # five minutes into the bake, the region turns bad
+            cloudwatch.set_alarm_state(
+                AlarmName=f"{PROJECT}-us-east-1-region-unfit", StateValue="ALARM", StateReason="hosts gone"
+            )
+
+    def alarms(region, names):
+        looks.append(now[0])
+        return aws.client("cloudwatch", region_name=region).describe_alarms(AlarmNames=list(names))
+
+    outcome = run_waves(
+        waves,
+        deploy=lambda wave: deployed.append(wave.stack),
+        services=lambda region: aws.client("ecs", region_name=region).describe_services(
+            cluster=f"{PROJECT}-{region}", services=["inf2"]
+        )["services"],
+        alarms=alarms,
+        bake_minutes=15,
+        poll_seconds=60,
+        sleep=sleep,
+        clock=lambda: now[0],
+        log=lambda _: None,
+    )
+    assert outcome.stopped_at == waves[1] and deployed == [GLOBAL_STACK, f"{PROJECT}-us-east-1"]
+    assert outcome.problems == [f"{PROJECT}-us-east-1-region-unfit is in ALARM: hosts gone"]
+    assert looks == [60.0 * n for n in range(6)]  # one look a minute, stopped at the first bad one
+
+
+def test_a_quiet_region_is_watched_for_the_whole_bake(aws):
+    serve(aws, "us-east-1")
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    outcome = run_waves(
+        plan_waves(SETTINGS, NAMES)[1:2],
+        deploy=lambda wave: None,
+        services=lambda region: [],
+        alarms=lambda region, names: aws.client("cloudwatch", region_name=region).describe_alarms(
+            AlarmNames=list(names)
+        ),
+        bake_minutes=15,
+        sleep=sleep,
+        clock=lambda: now[0],
+        log=lambda _: None,
+    )
+    assert outcome.stopped_at is None and now[0] == 15 * 60
+
+
+def test_an_aws_error_while_watching_stops_the_wave(aws):
+    from botocore.exceptions import ClientError
+
+    def throttled(region, names):
+        raise ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"}}, "DescribeAlarms")
+
+    outcome = run_waves(
+        plan_waves(SETTINGS, NAMES)[:3],
+        deploy=lambda wave: None,
+        services=lambda region: [],
+        alarms=throttled,
+        bake_minutes=15,
+        log=lambda _: None,
+        read_errors=(ClientError,),
+    )
+    assert outcome.stopped_at is not None and outcome.stopped_at.region == "us-east-1"
+    assert "Throttling" in outcome.problems[0]
+
+
+# ---- pure parts ---------------------------------------------------------------------------------------
+
+
+def test_plan_is_global_then_regions_in_config_order_each_watching_its_own_alarms():
+    waves = plan_waves(SETTINGS, NAMES)
+    assert [w.stack for w in waves] == [GLOBAL_STACK, *(f"{PROJECT}-{r}" for r in REGIONS)]
+    assert waves[0] == Wave(GLOBAL_STACK)
+    for wave in waves[1:]:
+        assert wave.alarms == (
+            f"{PROJECT}-{wave.region}-region-unfit",
+            f"{PROJECT}-{wave.region}-region-degraded",
+        )
+    assert "watch for 15 min" in describe_plan(waves, SETTINGS.deploy.bake_minutes)
+
+
+def test_alarms_firing_reads_metric_and_composite_alarms():
+    described = {
+        "MetricAlarms": [{"AlarmName": "a", "StateValue": "OK"}],
+        "CompositeAlarms": [{"AlarmName": "b", "StateValue": "ALARM", "StateReason": "x"}],
+    }
+    assert alarms_firing(described, ["a", "b", "c"]) == [
+        "b is in ALARM: x",
+        "c does not exist, so the region cannot be watched",
+    ]
+    assert (
+        alarms_firing({"MetricAlarms": [{"AlarmName": "a", "StateValue": "INSUFFICIENT_DATA"}]}, ["a"]) == []
+    )
+
+
+def test_a_failed_rollout_is_a_stop_not_a_wait():
+    service = {
+        "serviceName": "inf2",
+        "status": "ACTIVE",
+        "desiredCount": 2,
+        "runningCount": 2,
+        "deployments": [{"status": "PRIMARY", "rolloutState": "FAILED", "rolloutStateReason": "alarm fired"}],
+    }
+    stability = service_stability([service])
+    assert not stability.settled and stability.failed == (
+        "inf2: rollout failed and was rolled back (alarm fired)",
+    )
+
+
+services = st.fixed_dictionaries(
+    {
+        "serviceName": st.sampled_from(["inf2", "trn1"]),
+        "status": st.sampled_from(["ACTIVE", "DRAINING"]),
+        "desiredCount": st.integers(0, 4),
+        "runningCount": st.integers(0, 4),
+        "deployments": st.lists(st.just({"status": "PRIMARY", "rolloutState": "COMPLETED"}), max_size=2),
+    }
+)
+
+
+@given(st.lists(services, max_size=4))
+def test_settled_exactly_when_every_service_is_active_with_one_deployment_and_all_tasks_running(described):
+    expected = all(
+        s["status"] == "ACTIVE" and len(s["deployments"]) == 1 and s["runningCount"] == s["desiredCount"]
+        for s in described
+    )
+    assert service_stability(described).settled == expected
+
+
+def test_stop_report_when_nothing_was_deployed():
+    waves = plan_waves(SETTINGS, NAMES)
+    from ops.deploy_waves import Outcome
+
+    report = stop_report(Outcome(stopped_at=waves[0], problems=["cdk deploy failed"]), waves, "c.yaml")
+    assert "deployed with this change:\n  nothing" in report and "nothing to roll back" in report
