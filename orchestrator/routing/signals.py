@@ -8,8 +8,9 @@ per-host gauges every `gauge_interval_seconds`, so a minute's SampleCount counts
 up the hosts' values that many times.
 
 Which minute: the newest minute is often still being aggregated for a while after it ends (EMF lines
-arrive late; CloudWatch documents that GetMetricData may return PartialData and paginates with
-NextToken), and a partly aggregated minute counts too few hosts. So a run at T reads the one minute
+arrive late; GetMetricData paginates with NextToken and marks a result PartialData or InternalError,
+CloudWatch API reference, MetricDataResult.StatusCode), and a partly aggregated minute counts too few
+hosts. So a run at T reads the one minute
 [T-2m, T-1m), every query for that same minute, and a minute with no datapoint is missing: never the
 minute before it again (a bad minute read twice would count as two bad runs).
 """
