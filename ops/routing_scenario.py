@@ -32,9 +32,7 @@ from orchestrator.routing.policy import (
     MAX_WEIGHT,
     Decision,
     PolicyParams,
-    RegionMemory,
     RegionSignals,
-    decide,
 )
 from settings.loader import ConfigError, KeyPath, locate, read_document, validation_messages
 
@@ -267,21 +265,6 @@ class Minute:
     minute: int
     decision: Decision
     bad: frozenset[str]  # regions whose signals looked bad this minute
-
-
-def replay(scenario: Scenario, params: PolicyParams) -> list[Minute]:
-    """Each minute is one orchestrator run; weights and memory carry over as Route 53 and SSM would."""
-    weights = {name: region.weight for name, region in scenario.regions.items()}
-    budget = sum(weights.values())
-    memory: dict[str, RegionMemory] = {}
-    result = []
-    for index, minute in enumerate(scenario.minutes):
-        signals = {name: region.signals() for name, region in minute.items()}
-        decision = decide(params, budget, weights, signals, memory)
-        bad = frozenset(name for name, s in signals.items() if s.problems(params))
-        result.append(Minute(index, decision, bad))
-        weights, memory = decision.weights, decision.memory
-    return result
 
 
 @dataclass(frozen=True)

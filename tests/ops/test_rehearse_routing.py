@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from ops.rehearse_routing import BAD, MISSING, main, plot, region_states, runs_of
-from ops.routing_scenario import load_scenario, replay
+from ops.routing_replay import replay
+from ops.routing_scenario import load_scenario
 from settings import load_settings
 from stacks.routing_names import policy_params
 
