@@ -26,6 +26,7 @@ from settings.aws_limits import (
     COLD_START_BUDGET_MAX,
     DEREGISTRATION_DELAY_MAX,
     ECS_INSTANCES_PER_CLUSTER,
+    INSTANCE_WARMUP_MAX,
 )
 from settings.instances import INSTANCES, InstanceFacts, NeuronFamily, capacity_block_types
 from settings.regions import KNOWN_REGIONS
@@ -373,6 +374,11 @@ class DeploymentConfig(StrictModel):
 class ServingConfig(StrictModel):
     # Image pull + weight download + compiled-artifact load on a new host.
     cold_start_budget_seconds: Annotated[int, Field(ge=60, le=COLD_START_BUDGET_MAX)] = 1800
+    # Boot and ECS registration of a new host: the capacity provider's managed-scaling warm-up. ECS holds
+    # further scale-out while hosts are inside it, so it must not be the cold start (the model's load): that
+    # would allow one batch of hosts per cold start. The cold-start allowance lives in the alarms only.
+    # 0 to 10,000 s (ECS API reference, ManagedScaling.instanceWarmupPeriod; AWS's default 300 s).
+    instance_warmup_seconds: Annotated[int, Field(ge=0, le=INSTANCE_WARMUP_MAX)] = 300
     health_check_grace_seconds: Annotated[int, Field(ge=60)] = 2400
     # Slowest decode rate the service promises; with max_output_tokens it bounds the longest stream.
     min_decode_tokens_per_second: Annotated[float, Field(gt=0)] = 5.0

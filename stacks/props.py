@@ -263,6 +263,7 @@ def fleet_props(
         shared_memory_mib=serving.shared_memory_mib,
         cold_start_budget_seconds=serving.cold_start_budget_seconds,
         health_check_grace_seconds=serving.health_check_grace_seconds,
+        instance_warmup_seconds=serving.instance_warmup_seconds,
         environment=engine_environment(settings, region) + fleet_environment(fleet),
         target_requests_in_flight=target_requests_in_flight(settings, fleet),
         metrics_namespace=settings.observability.metrics_namespace,

@@ -161,6 +161,11 @@ BAD_CONFIGS = [
         id="cold-start-beyond-health-check-reach",
     ),
     pytest.param(
+        MINIMAL + "serving:\n  instance_warmup_seconds: 20000\n",
+        ["config.yaml:9", "serving.instance_warmup_seconds", "less than or equal to 10000"],
+        id="instance-warmup-beyond-ecs-range",
+    ),
+    pytest.param(
         MINIMAL.replace("s3://bucket/model/", "bucket/model"),
         ["model.artifacts_s3_uri", "must be an S3 URI"],
         id="artifacts-not-s3",

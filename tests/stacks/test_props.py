@@ -65,6 +65,8 @@ def test_fleet_props_carry_the_config(settings, overlay):
         10,
     )
     assert built.health_check_grace_seconds >= built.cold_start_budget_seconds
+    # Boot and ECS registration, far below the cold start: managed scaling's warm-up holds scale-out.
+    assert (built.instance_warmup_seconds, built.cold_start_budget_seconds) == (300, 1800)
     assert built.shared_memory_mib == 4096
     environment = dict(built.environment)
     assert environment["ENGINE_MAX_NUM_SEQS"] == "32"
