@@ -183,26 +183,38 @@ class FleetSchedule:
 
 def fleet_schedule(settings: Settings, region: str, fleet: FleetConfig, now: datetime) -> FleetSchedule:
     """Each event on this fleet raises its bounds at the event's ramp start (start minus the cold-start
-    budget and margin) and restores the fleet's own bounds at its end. An event already over is left out
-    (a warning in the settings); one under way when the stack deploys holds its bounds from the start, so a
-    redeploy mid-event never drops the raised floor, and only its restore is scheduled."""
+    budget and margin), restores the fleet's own minimum at its end, and lowers the maximum to the fleet's
+    own `scale_in_after_minutes` later: Application Auto Scaling scales in to a lowered maximum at once, so
+    a maximum lowered at the end would cut most tasks in one minute; meanwhile target tracking scales in at
+    its own pace. No change lowers a maximum together with a minimum.
+
+    An event whose maximums are already down is left out (a warning in the settings); one under way when the
+    stack deploys holds the bounds in force at that moment from the start, so a redeploy mid-event never
+    drops the raised floor, and only its remaining changes are scheduled."""
     budget = settings.serving.cold_start_budget_seconds
     under_way: tuple[int, int] | None = None
     changes: list[ScheduledBounds] = []
     events = [event for event in settings.events if fleet.instance_type in event.regions.get(region, {})]
     for event in sorted(events, key=lambda event: event.start):
-        if event.end <= now:
+        if event.scale_in_at <= now:
             continue
         hosts = event.regions[region][fleet.instance_type]
         ramp_start = event.ramp_start(budget)
-        if ramp_start <= now:
-            under_way = (hosts.min, hosts.max)
+        # Between the end and the scale-in: the fleet's own floor, the larger of the two ceilings (raising a
+        # maximum at the end is never a cut).
+        after_end = (fleet.min, max(hosts.max, fleet.max))
+        if event.end <= now:
+            under_way = after_end
         else:
-            changes.append(
-                ScheduledBounds(f"{event.name}-raise", ramp_start.astimezone(UTC), hosts.min, hosts.max)
-            )
+            if ramp_start <= now:
+                under_way = (hosts.min, hosts.max)
+            else:
+                changes.append(
+                    ScheduledBounds(f"{event.name}-raise", ramp_start.astimezone(UTC), hosts.min, hosts.max)
+                )
+            changes.append(ScheduledBounds(f"{event.name}-restore", event.end.astimezone(UTC), *after_end))
         changes.append(
-            ScheduledBounds(f"{event.name}-restore", event.end.astimezone(UTC), fleet.min, fleet.max)
+            ScheduledBounds(f"{event.name}-scale-in", event.scale_in_at.astimezone(UTC), fleet.min, fleet.max)
         )
     return FleetSchedule(tuple(changes), under_way)
 
