@@ -29,7 +29,7 @@ from cdk_constructs.traffic_orchestrator import OrchestratorProps, RegionReads
 from cdk_constructs.web_acl import WebAclProps
 from settings.schema import FleetConfig, Settings, s3_bucket, s3_prefix
 from stacks import routing_names
-from stacks.routing_names import degraded_alarm_name
+from stacks.routing_names import degraded_alarm_name, unfit_alarm_name
 
 # The orchestrator Lambda's code: a plain folder, staged as it is.
 ORCHESTRATOR_DIRECTORY = Path(__file__).resolve().parents[1] / "orchestrator"
@@ -289,9 +289,13 @@ def observability_props(settings: Settings, region: str) -> ObservabilityProps:
     return ObservabilityProps(
         dashboard_name=f"{settings.project}-{region}",
         degraded_alarm_name=degraded_alarm_name(settings, region),
+        unfit_alarm_name=unfit_alarm_name(settings, region),
         metrics_namespace=settings.observability.metrics_namespace,
         model_name=settings.model.name,
         ttft_p99_threshold_ms=settings.observability.ttft_p99_threshold_ms,
+        # The orchestrator's own bar for failed requests, held as long as it waits before draining.
+        target_error_share=settings.routing.error_share,
+        unfit_minutes=settings.routing.bad_runs_to_drain,
         alarm_email=settings.observability.alarm_email,
     )
 
