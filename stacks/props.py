@@ -106,6 +106,9 @@ def web_acl_props(settings: Settings, region: str) -> WebAclProps | None:
         name=f"{settings.project}-{region}",
         rate_limit_per_ip=waf.rate_limit_per_ip,
         rate_limit_window_seconds=waf.rate_limit_window_seconds,
+        rate_limit_key=waf.rate_limit_key,
+        rate_limit_header=waf.rate_limit_header_name,
+        source_ip_backstop_limit=waf.source_ip_backstop_limit,
     )
 
 

@@ -422,6 +422,26 @@ BAD_CONFIGS = [
         id="waf-window-aws-does-not-offer",
     ),
     pytest.param(
+        MINIMAL + "load_balancer:\n  waf:\n    rate_limit_key: header\n",
+        ["config.yaml:9", "load_balancer.waf.rate_limit_header", "rate_limit_key header needs the header"],
+        id="waf-header-key-without-its-header",
+    ),
+    pytest.param(
+        MINIMAL + "load_balancer:\n  waf:\n    rate_limit_header: X-Shopper\n",
+        ["config.yaml:10", "load_balancer.waf.rate_limit_header", "the key here is ip"],
+        id="waf-header-for-the-ip-key",
+    ),
+    pytest.param(
+        MINIMAL + "load_balancer:\n  waf:\n    rate_limit_key: header\n    rate_limit_header: x shopper\n",
+        ["config.yaml:11", "load_balancer.waf.rate_limit_header", "not an HTTP header name"],
+        id="waf-header-name-with-a-space",
+    ),
+    pytest.param(
+        MINIMAL + "load_balancer:\n  waf:\n    rate_limit_key: client\n",
+        ["config.yaml:10", "load_balancer.waf.rate_limit_key", "'ip', 'forwarded_ip' or 'header'"],
+        id="waf-key-waf-does-not-offer",
+    ),
+    pytest.param(
         MINIMAL + "load_balancer:\n  deletion_protection: 'no'\n",
         ["load_balancer.deletion_protection", "valid boolean"],
         id="deletion-protection-not-a-boolean",
