@@ -22,6 +22,9 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from settings.aws_limits import (
+    ALB_TARGETS_PER_LOAD_BALANCER,
+    ALB_TARGETS_PER_TARGET_GROUP,
+    ALB_TARGETS_PER_TASK,
     CAPACITY_BLOCK_INSTANCES_MAX,
     COLD_START_BUDGET_MAX,
     DEREGISTRATION_DELAY_MAX,
@@ -30,6 +33,7 @@ from settings.aws_limits import (
 )
 from settings.instances import INSTANCES, InstanceFacts, NeuronFamily, capacity_block_types
 from settings.regions import KNOWN_REGIONS
+from settings.rollout import surge_hosts
 from settings.zones import default_zones, fleet_zones, zones_missing
 
 _S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/(?P<prefix>.*))?$")
@@ -852,18 +856,57 @@ class Settings(StrictModel):
                         "convenient)",
                     )
                 )
-        for name in self.regions:
-            for event in self.events:
-                peak = sum(self.event_bounds(event, name, fleet)[1] for fleet in self.regions[name].fleets)
-                if peak > ECS_INSTANCES_PER_CLUSTER:
-                    found.append(
-                        (
-                            ("events", self.events.index(event), "regions", name),
-                            f"up to {peak} hosts in {name}'s one ECS cluster, above ECS's default "
-                            f"{ECS_INSTANCES_PER_CLUSTER} instances per cluster: ask AWS to raise it first",
-                        )
-                    )
+        found.extend(self._region_scale_warnings())
         return found
+
+    def _region_scale_warnings(self) -> list[tuple[KeyPath, str]]:
+        """A region's hosts at their maximums plus the deploy surge against the default quotas of its one
+        ALB, its target groups and its one ECS cluster: everyday at the fleets, per event at the event."""
+        found: list[tuple[KeyPath, str]] = []
+        for name in self.regions:
+            scopes: list[tuple[KeyPath, EventConfig | None]] = [(("regions", name, "fleets"), None)]
+            scopes += [
+                (("events", index, "regions", name), event)
+                for index, event in enumerate(self.events)
+                if name in event.regions
+            ]
+            for where, event in scopes:
+                when = f"during event {event.name!r}" if event else "at the fleets' max"
+                found.extend((where, message) for message in self._scale_problems(name, event, when))
+        return found
+
+    def _scale_problems(self, region: str, event: EventConfig | None, when: str) -> list[str]:
+        hosts = self.peak_hosts(region, event)
+        targets = hosts * ALB_TARGETS_PER_TASK
+        head = f"{when}, {region} may run {hosts} hosts (max plus deploy surge), one task each"
+        problems = []
+        if targets > ALB_TARGETS_PER_LOAD_BALANCER:
+            problems.append(
+                f"{head}: {targets} targets on its one ALB (each task is an HTTP and a gRPC target), above "
+                f"the default {ALB_TARGETS_PER_LOAD_BALANCER:,} targets per ALB: ask AWS to raise it "
+                "(Service Quotas, Elastic Load Balancing); `make preflight` reads your account's"
+            )
+        if hosts > ALB_TARGETS_PER_TARGET_GROUP:
+            problems.append(
+                f"{head}: {hosts} targets in each target group, above the default "
+                f"{ALB_TARGETS_PER_TARGET_GROUP:,} targets per target group: ask AWS to raise it"
+            )
+        if hosts > ECS_INSTANCES_PER_CLUSTER:
+            problems.append(
+                f"{head}: above ECS's {ECS_INSTANCES_PER_CLUSTER:,} container instances per cluster: split "
+                "the region's load or ask AWS"
+            )
+        return problems
+
+    def peak_hosts(self, region: str, event: EventConfig | None = None) -> int:
+        """Hosts the region's fleets may run at once: each fleet's maximum (the event's where it names the
+        fleet) plus the hosts a rolling deploy may start above it."""
+        percent = self.serving.deployment.max_surge_percent
+        total = 0
+        for fleet in self.regions[region].fleets:
+            high = self.event_bounds(event, region, fleet)[1] if event else fleet.max
+            total += high + surge_hosts(high, percent)
+        return total
 
     def event_bounds(self, event: EventConfig, region: str, fleet: FleetConfig) -> tuple[int, int]:
         """(min, max) hosts of a fleet while the event's bounds hold: the event's, or the fleet's own."""
