@@ -429,7 +429,7 @@ class RegionPlan:
     output_tokens: float = 0.0
     hosts_without_failover: int = 0  # total, if sized for its own peak plus headroom only
     cost_without_failover: float = 0.0  # per hour
-    seed_hosts: tuple[int, ...] = ()  # total hosts at each seed of the spread (shorter windows)
+    seed_hosts: tuple[int, ...] = ()  # the region's hosts at each seed of the spread (shorter windows)
     hosts_without_speculative: int = 0  # total, if the fleets' profiles had no speculative decoding
 
     @property
@@ -497,80 +497,90 @@ def plan_event(
         inputs.forecast.failover_headroom,
     )
     knees = knees if knees is not None else Knees()  # also counts every run of the plan
+    return [
+        _plan_region(region, rates[region.name], search, headroom, max_factor, on_simulation, knees)
+        for region in inputs.regions
+    ]
+
+
+def _plan_region(
+    region: RegionInputs,
+    design: DesignRate,
+    search: Search,
+    headroom: float,
+    max_factor: float,
+    on_simulation: Callable[[], None] | None,
+    knees: Knees,
+) -> RegionPlan:
     short = replace(search, window_seconds=search.range_seconds, verify_seconds=search.range_seconds)
-    plans = []
-    for region in inputs.regions:
-        design = rates[region.name]
 
-        def total(
-            templates: Sequence[HostGroup], rate: float, how: Search, region: RegionInputs = region
-        ) -> int:
-            return size_region(
-                templates, region.mix, region.demand, rate, how, on_simulation, knees, measure=False
-            ).scale
+    def total(templates: Sequence[HostGroup], rate: float, how: Search) -> int:
+        return size_region(
+            templates, region.mix, region.demand, rate, how, on_simulation, knees, measure=False
+        ).scale
 
-        sized = size_region(
-            region.templates, region.mix, region.demand, design.rate, search, on_simulation, knees
+    def hosts_of(scale: int) -> tuple[int, ...]:
+        """Hosts per fleet for a fleet_counts() total, never below the config's minimum."""
+        counts = fleet_counts(scale, region.mix) if scale else tuple(0 for _ in region.fleets)
+        return tuple(max(fleet.min, count) for fleet, count in zip(region.fleets, counts, strict=True))
+
+    sized = size_region(
+        region.templates, region.mix, region.demand, design.rate, search, on_simulation, knees
+    )
+    # The ranges (profiles' high and low throughput, other seeds) are searched in short windows and
+    # scaled to the plan's own fleet by the short search at the plan's profile and seed.
+    at_seed = [
+        total(region.templates, design.rate, replace(short, seed=search.seed + offset))
+        for offset in range(search.seeds)
+    ]
+
+    def scaled(hosts: int) -> int:
+        return round(sized.scale * hosts / at_seed[0]) if at_seed[0] else 0
+
+    seeds = tuple(sum(hosts_of(scaled(hosts))) for hosts in at_seed)
+    low = hosts_of(scaled(total(region.templates_high, design.rate, short)))
+    high = hosts_of(scaled(total(region.templates_low, design.rate, short)))
+    normal_rate = design.peak * (1 + headroom)
+    without_failover = total(region.templates, normal_rate, search) if design.rate > normal_rate else 0
+    without_speculative = (
+        sum(hosts_of(total(region.templates_plain, design.rate, search)))
+        if region.templates_plain != region.templates
+        else 0
+    )
+    hosts = hosts_of(sized.scale)
+    capacity = nominal_capacity(_groups(region.templates, hosts), region.demand) or 1.0
+    fleets = tuple(
+        FleetPlan(
+            instance_type=fleet.instance_type,
+            hosts=count,
+            max_hosts=max(fleet.max, math.ceil(count * max_factor)),
+            chips=count * fleet.instance.neuron_devices,
+            hourly_price=price,
+            hosts_low=low[index],
+            hosts_high=high[index],
+            traffic_share=nominal_capacity([template.with_count(count)], region.demand) / capacity,
+            derived_profile=region.derived[index],
+            decode_speedup=region.decode_speedups[index],
         )
-        # The ranges (profiles' high and low throughput, other seeds) are searched in short windows and
-        # scaled to the plan's own fleet by the short search at the plan's profile and seed.
-        at_seed = [
-            total(region.templates, design.rate, replace(short, seed=search.seed + offset))
-            for offset in range(search.seeds)
-        ]
-
-        def scaled(hosts: int, reference: int = at_seed[0], scale: int = sized.scale) -> int:
-            return round(scale * hosts / reference) if reference else 0
-
-        seeds = tuple(scaled(hosts) for hosts in at_seed)
-        low = fleet_counts(scaled(total(region.templates_high, design.rate, short)), region.mix)
-        high = fleet_counts(scaled(total(region.templates_low, design.rate, short)), region.mix)
-        normal_rate = design.peak * (1 + headroom)
-        without_failover = total(region.templates, normal_rate, search) if design.rate > normal_rate else 0
-        without_speculative = (
-            total(region.templates_plain, design.rate, search)
-            if region.templates_plain != region.templates
-            else 0
+        for index, (fleet, count, price, template) in enumerate(
+            zip(region.fleets, hosts, region.hourly_prices, region.templates, strict=True)
         )
-        capacity = nominal_capacity(_groups(region.templates, sized.counts), region.demand) or 1.0
-        fleets = []
-        cost_without_failover = 0.0
-        for index, (fleet, count, price) in enumerate(
-            zip(region.fleets, sized.counts, region.hourly_prices, strict=True)
-        ):
-            hosts = max(fleet.min, count)
-            alone = region.templates[index].with_count(count)
-            fleets.append(
-                FleetPlan(
-                    instance_type=fleet.instance_type,
-                    hosts=hosts,
-                    max_hosts=max(fleet.max, math.ceil(hosts * max_factor)),
-                    chips=hosts * fleet.instance.neuron_devices,
-                    hourly_price=price,
-                    hosts_low=max(fleet.min, low[index]) if sized.scale else hosts,
-                    hosts_high=max(fleet.min, high[index]) if sized.scale else hosts,
-                    traffic_share=nominal_capacity([alone], region.demand) / capacity,
-                    derived_profile=region.derived[index],
-                    decode_speedup=region.decode_speedups[index],
-                )
-            )
-            if without_failover:
-                cost_without_failover += price * max(
-                    fleet.min, fleet_counts(without_failover, region.mix)[index]
-                )
-        plans.append(
-            RegionPlan(
-                region.name,
-                region.peak,
-                design,
-                tuple(fleets),
-                sized,
-                region.demand.prompt_mean,
-                region.demand.output_mean,
-                without_failover,
-                cost_without_failover,
-                seeds,
-                without_speculative,
-            )
-        )
-    return plans
+    )
+    cost_without_failover = (
+        sum(p * n for p, n in zip(region.hourly_prices, hosts_of(without_failover), strict=True))
+        if without_failover
+        else 0.0
+    )
+    return RegionPlan(
+        region.name,
+        region.peak,
+        design,
+        fleets,
+        sized,
+        region.demand.prompt_mean,
+        region.demand.output_mean,
+        sum(hosts_of(without_failover)) if without_failover else 0,
+        cost_without_failover,
+        seeds,
+        without_speculative,
+    )

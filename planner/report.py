@@ -25,18 +25,20 @@ def fleet_table(plans: Sequence[RegionPlan], slo_ms: float, currency: str) -> Ta
     chips, cost per hour and per million tokens at the peak."""
     table = Table(title=f"Event fleet per region (p99 TTFT SLO {slo_ms:g} ms)")
     for header in ("region", "fleet"):
-        table.add_column(header)
+        table.add_column(header, no_wrap=True)
     for header in (
         "hosts (min)",
         "range",
         "max",
         "chips",
         f"{currency}/hour",
-        f"{currency}/M tokens",
-        f"{currency}/M output",
+        "range",
+        f"{currency}/M tokens (all / output)",
+        "region hosts across seeds",
     ):
         table.add_column(header, justify="right")
     for plan in plans:
+        seeds = plan.seed_hosts
         for index, fleet in enumerate(plan.fleets):
             low, high = fleet.hosts_range
             name = fleet.instance_type + (" (derived)" if fleet.derived_profile else "")
@@ -48,8 +50,10 @@ def fleet_table(plans: Sequence[RegionPlan], slo_ms: float, currency: str) -> Ta
                 f"{fleet.max_hosts:,}",
                 f"{fleet.chips:,}",
                 f"{fleet.cost_per_hour:,.2f}",
-                f"{plan.fleet_cost_per_million_tokens(fleet):,.3f}",
+                _span(low * fleet.hourly_price, high * fleet.hourly_price),
+                f"{plan.fleet_cost_per_million_tokens(fleet):,.3f} / "
                 f"{plan.fleet_cost_per_million_tokens(fleet, output_only=True):,.3f}",
+                (_span(min(seeds), max(seeds)) if seeds else "-") if index == 0 else "",
             )
         table.add_section()
     hours = sum(p.million_tokens_per_hour() for p in plans)
@@ -66,8 +70,9 @@ def fleet_table(plans: Sequence[RegionPlan], slo_ms: float, currency: str) -> Ta
         f"{sum(f.max_hosts for p in plans for f in p.fleets):,}",
         f"{sum(f.chips for p in plans for f in p.fleets):,}",
         f"{cost:,.2f}",
-        f"{cost / hours:,.3f}" if hours else "-",
-        f"{cost / output:,.3f}" if output else "-",
+        _span(sum(p.cost_range[0] for p in plans), sum(p.cost_range[1] for p in plans)),
+        f"{cost / hours:,.3f} / {cost / output:,.3f}" if hours and output else "-",
+        "",
     )
     return table
 
@@ -75,29 +80,29 @@ def fleet_table(plans: Sequence[RegionPlan], slo_ms: float, currency: str) -> Ta
 def region_table(plans: Sequence[RegionPlan], slo_ms: float, currency: str) -> Table:
     """Per region: the load it is sized for, its p99 there, the load at which p99 crosses the SLO and the
     margin to it in normal operation and when the worst other region is lost."""
-    table = Table(title="Margins to the SLO per region (req/s)")
-    table.add_column("region")
+    table = Table(title="Margins to the SLO per region (requests/s)")
+    table.add_column("region", no_wrap=True)
     for header in (
         "peak",
         "sized for",
+        "as",
         "p99 TTFT",
         "SLO crossed at",
         "headroom normal",
         "region lost: load",
         "headroom region lost",
-        "hosts, seeds",
-        f"{currency}/hour range",
-        f"{currency}/M tokens",
+        f"{currency}/M tokens (all / output)",
     ):
         table.add_column(header, justify="right")
     for plan in plans:
-        seeds = plan.seed_hosts
         design = plan.design
         table.add_row(
             plan.region,
             f"{plan.peak:,.0f}",
-            f"{design.rate:,.0f} ({'failover' if 'lost' in design.reason else 'peak'} "
-            f"{design.reason.rsplit(' ', 1)[-1] if '+' in design.reason else '+0%'})",
+            f"{design.rate:,.0f}",
+            design.reason.replace(design.failover_reason, "failover")
+            if design.failover_reason
+            else design.reason,
             f"{plan.sized.p99_ttft_ms:,.0f} ms",
             f"{plan.sized.knee:,.0f}" if plan.sized.knee else "-",
             _margin(plan.normal_margin if plan.sized.knee else None),
@@ -105,9 +110,7 @@ def region_table(plans: Sequence[RegionPlan], slo_ms: float, currency: str) -> T
             if design.failover_load
             else "-",
             _margin(plan.failover_margin),
-            _span(min(seeds), max(seeds)) if seeds else "-",
-            _span(*plan.cost_range),
-            f"{plan.cost_per_million_tokens():,.3f}",
+            f"{plan.cost_per_million_tokens():,.3f} / {plan.cost_per_million_tokens(output_only=True):,.3f}",
         )
     return table
 
@@ -118,10 +121,12 @@ def notes(
     """The lines under the tables: why p99 sits below the SLO, the ranges, the event's cost, the premium
     for surviving a region's loss, speculative decoding's effect and the derived profiles."""
     lines = [
-        f"p99 TTFT sits well below the {slo_ms:g} ms SLO at the design load because continuous batching "
-        "holds it flat until the replicas are nearly full, then it climbs within a few percent of load (the "
-        "knee): 'SLO crossed at' is that load, and the headroom columns are how far each region is from it. "
-        "`make plan-plot` draws the curve (docs/planner-ttft-vs-load.png).",
+        f"p99 TTFT (over the full peak hour, at the load a region is sized for) sits below the {slo_ms:g} "
+        "ms SLO, often well below, and still the margin is thin: continuous batching holds p99 nearly flat "
+        "until the replicas are almost full, then it climbs steeply, so a few percent more load than 'SLO "
+        "crossed at' breaks the SLO (the knee). The headroom columns are each region's distance to that "
+        "load, in normal operation and after the worst region loss. `make plan-plot` draws the curve "
+        "(docs/planner-ttft-vs-load.png).",
     ]
     hours = (end - start).total_seconds() / 3600
     cost = sum(p.cost_per_hour for p in plans)
