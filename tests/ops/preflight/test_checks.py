@@ -70,9 +70,22 @@ def test_a_quota_below_an_events_peak_is_a_shortfall_naming_region_event_and_cod
 AWS_DEFAULT_LIMITS = {ELB_TARGETS_PER_ALB: 1000.0, ELB_TARGETS_PER_TARGET_GROUP: 1000.0}
 
 
-def test_prime_day_fits_the_default_alb_and_ecs_quotas_with_its_surge():
-    prime_day = load_settings(REPO / "config" / "prime-day.yaml")
-    findings = scale_findings(prime_day, "us-east-1", AWS_DEFAULT_LIMITS | {ECS_CONTAINER_INSTANCES: 5000.0})
+def _us_east_1_event(tmp_path, inf2_max: int, trn1_max: int):
+    """An event on the default config with explicit maxima, so the arithmetic does not follow re-plans of the
+    shipped overlay."""
+    path = tmp_path / "event.yaml"
+    path.write_text(
+        f"base: {REPO / 'config' / 'default.yaml'}\nevents:\n  - name: prime-day\n"
+        '    start: "2099-07-08T00:00:00-07:00"\n    end: "2099-07-10T00:00:00-07:00"\n    regions:\n'
+        f"      us-east-1:\n        inf2.48xlarge: {{min: 20, max: {inf2_max}}}\n"
+        f"        trn1.32xlarge: {{min: 10, max: {trn1_max}}}\n"
+    )
+    return load_settings(path)
+
+
+def test_an_event_at_the_default_alb_and_ecs_quotas_with_its_surge_fits(tmp_path):
+    event = _us_east_1_event(tmp_path, inf2_max=260, trn1_max=131)
+    findings = scale_findings(event, "us-east-1", AWS_DEFAULT_LIMITS | {ECS_CONTAINER_INSTANCES: 5000.0})
     assert {f.status for f in findings} == {Status.OK}
     alb = next(f for f in findings if f.scope == "prime-day" and f.check == ELB_TARGETS_PER_ALB)
     assert alb.needed == "978"  # (260 + 65 + 131 + 33) hosts, an HTTP and a gRPC target each
@@ -81,12 +94,7 @@ def test_prime_day_fits_the_default_alb_and_ecs_quotas_with_its_surge():
 def test_an_event_past_the_accounts_alb_targets_is_a_shortfall_and_unreported_limits_use_the_defaults(
     tmp_path,
 ):
-    path = tmp_path / "big.yaml"
-    path.write_text(
-        f"base: {REPO / 'config' / 'prime-day.yaml'}\nevents:\n  - name: prime-day\n    regions:\n"
-        "      us-east-1:\n        inf2.48xlarge: {min: 173, max: 300}\n"
-    )
-    big = load_settings(path)
+    big = _us_east_1_event(tmp_path, inf2_max=300, trn1_max=131)
     findings = scale_findings(big, "us-east-1", {ELB_TARGETS_PER_ALB: 1000.0})
     short = [f for f in findings if f.status is Status.SHORTFALL]
     assert [(f.scope, f.check) for f in short] == [("prime-day", ELB_TARGETS_PER_ALB)]
