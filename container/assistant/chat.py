@@ -57,6 +57,8 @@ class ChatFormat:
     name: str = "plain text"
     # Removes the tokenizer's special and added tokens from untrusted text (shopper's and catalog's).
     clean: Callable[[str], str] = _identity
+    # The prompt's tokens as the engine counts them (with the BOS it adds); None: count_tokens.
+    count_prompt_tokens: Callable[[str], int] | None = None
 
     @classmethod
     def plain(cls) -> ChatFormat:
@@ -71,6 +73,10 @@ class ChatFormat:
 
         def count_tokens(text: str) -> int:
             return len(tokenizer.encode(text, add_special_tokens=False))
+
+        def count_prompt_tokens(text: str) -> int:
+            # As vLLM tokenizes a text prompt: with the tokenizer's special tokens added.
+            return len(tokenizer.encode(text))
 
         # Special tokens (BOS, EOS, ...) and every added token (Llama 3's header and turn tokens are added
         # tokens): the tokenizer matches all of them in plain text.
@@ -112,7 +118,11 @@ class ChatFormat:
             stop_token_ids=tuple(sorted(stops)),
             name="chat template (system text in the user turn)" if fold_system else "chat template",
             clean=clean,
+            count_prompt_tokens=count_prompt_tokens,
         )
+
+    def prompt_tokens(self, prompt: str) -> int:
+        return (self.count_prompt_tokens or self.count_tokens)(prompt)
 
     def prompt(self, system: str, user: str) -> str:
         if self.render is None:
