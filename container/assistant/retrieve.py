@@ -443,7 +443,10 @@ def main(argv: list[str] | None = None) -> int:
         "--catalog", type=Path, help="JSON Lines or CSV catalog to index (omit to only query)"
     )
     parser.add_argument("--index", type=Path, required=True, help="index folder to build or open")
-    parser.add_argument("--upload", help="s3://bucket/prefix to upload the built index to (manifest last)")
+    parser.add_argument(
+        "--upload",
+        help="s3://bucket/prefix to upload the built index to: a new builds/<id>/ prefix, then the pointer",
+    )
     parser.add_argument(
         "--max-bad-fraction",
         type=float,
@@ -497,13 +500,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.upload is not None:
                 import boto3
 
-                from entrypoint.s3_fetch import S3Location, upload_folder
+                from entrypoint.s3_fetch import POINTER_NAME, S3Location, upload_build
 
                 location = S3Location.parse(args.upload, variable="--upload")
-                count = upload_folder(boto3.client("s3"), stats.index_dir, location, last=MANIFEST_NAME)
+                build = upload_build(boto3.client("s3"), stats.index_dir, location, manifest=MANIFEST_NAME)
                 print(
-                    f"uploaded {count} files to {location} (manifest last); "
-                    "set model.catalog_index_s3_uri to it"
+                    f"uploaded the index to {build}, then pointed {location}/{POINTER_NAME} at it; "
+                    f"set model.catalog_index_s3_uri to {location}"
                 )
         if args.query is not None:
             index = ProductIndex.open(args.index)

@@ -8,7 +8,8 @@ A key miss (no compiled artifacts with a completion manifest for this exact conf
 unless ALLOW_COMPILE=true: a host that compiles for an hour during a peak is an outage, not a slow start.
 Without ALLOW_COMPILE the downloaded artifacts are made read-only, so a compile the Neuron plugin might start
 by itself after a load error cannot write its graphs, and the start fails instead of compiling.
-The catalog index is downloaded from CATALOG_INDEX_S3_URI and checked file by file against its manifest.
+The catalog index is downloaded from the build CATALOG_INDEX_S3_URI's pointer names (or from the prefix itself
+where there is none) and checked file by file against its manifest.
 """
 
 from __future__ import annotations
@@ -36,7 +37,14 @@ from entrypoint.artifact_key import (
     completion_manifest,
     installed_toolchain,
 )
-from entrypoint.s3_fetch import FetchError, S3Location, download_prefix, list_keys
+from entrypoint.s3_fetch import (
+    FetchError,
+    S3Location,
+    check_build_manifest,
+    current_build,
+    download_prefix,
+    list_keys,
+)
 from entrypoint.triton_install import TritonInstall, TritonInstallError
 from serving.engine_settings import EngineSettingsError, engine_settings
 from serving.replicas import ReplicaError, replicas_per_host, with_instance_count
@@ -236,8 +244,13 @@ def fetch(plan: StartPlan, s3) -> str:
         if plan.quantized_checkpoint is not None:
             location, path = plan.quantized_checkpoint
             download_prefix(s3, location, path)
+        # The build the pointer names (`make index UPLOAD=` writes it last), else the prefix itself.
+        build = current_build(s3, plan.index)
+        index_location = build.location if build is not None else plan.index
         shutil.rmtree(plan.index_dir, ignore_errors=True)
-        download_prefix(s3, plan.index, plan.index_dir)
+        download_prefix(s3, index_location, plan.index_dir)
+        if build is not None:
+            check_build_manifest(plan.index_dir, build)
         manifest = verify_files(plan.index_dir)
     except FetchError as err:
         raise StartError(str(err)) from None
@@ -245,6 +258,7 @@ def fetch(plan: StartPlan, s3) -> str:
         raise StartError(f"catalog index from {plan.index}: {err}") from None
     index_note = (
         f"catalog index: {manifest['products']:,} products from {manifest.get('catalog')} "
+        f"({index_location}) "
         f"(sha256 {str(manifest.get('catalog_sha256'))[:12]}) verified"
     )
     return f"weights: {weights} from {plan.weights} into {plan.model_dir}; {artifacts_note}; {index_note}"

@@ -14,7 +14,7 @@ from assistant.catalog import generate_catalog, write_catalog
 from assistant.retrieve import MANIFEST_NAME as INDEX_MANIFEST
 from assistant.retrieve import build_index
 from entrypoint.artifact_key import MANIFEST_NAME, artifact_key, compile_inputs, completion_manifest
-from entrypoint.s3_fetch import S3Location, upload_folder
+from entrypoint.s3_fetch import S3Location, upload_build, upload_folder
 from entrypoint.start import main, neuron_cores_present, plan_start
 from serving.engine_settings import engine_settings
 
@@ -272,3 +272,15 @@ def test_neuron_cores_per_device_follow_the_chip(tmp_path, target, devices_mappe
     (tmp_path / "neuron_monitor").touch()
     environ = {} if lnc is None else {"NEURON_LOGICAL_NC_CONFIG": lnc}
     assert neuron_cores_present(tmp_path, target, environ) == cores
+
+
+def test_the_start_fetches_the_index_build_the_pointer_names(environ, s3, devices, tmp_path, capsys) -> None:
+    """`make index UPLOAD=` builds: the host follows the pointer, not the files left under the prefix."""
+    put_artifacts(s3, environ)
+    catalog = tmp_path / "bigger.jsonl"
+    write_catalog(generate_catalog(70, seed=4), catalog)
+    built = build_index(catalog, tmp_path / "bigger-index")
+    build = upload_build(s3, built.index_dir, S3Location(BUCKET, "catalog-index"), manifest=INDEX_MANIFEST)
+    assert start([], environ, devices, s3_client=lambda: s3, exec_fn=lambda *args: None) == 0
+    out = capsys.readouterr().out
+    assert f"catalog index: 70 products from bigger.jsonl ({build})" in out
