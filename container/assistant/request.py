@@ -325,19 +325,34 @@ def build_sampling_params(kwargs: Mapping[str, Any]):
         raise RequestError(f"{SAMPLING}: {err}") from None
 
 
-def check_prompt_fits(prompt: str, count_tokens: Callable[[str], int], max_model_len: int) -> int | None:
+def check_prompt_fits(
+    prompt: str,
+    count_tokens: Callable[[str], int],
+    max_model_len: int,
+    *,
+    max_token_bytes: int | None = None,
+    what: str = "the prompt it makes",
+) -> int | None:
     """RequestError unless the prompt leaves the engine room for one token; returns the prompt's tokens,
-    or None where it cannot be too long and was not counted.
+    or None where it was not counted.
 
     A token covers at least one byte, so a prompt of fewer bytes than max_model_len (less two for the BOS
-    and EOS a tokenizer may add) fits without tokenizing it here a second time."""
-    if len(prompt.encode("utf-8")) < max_model_len - 2:
+    and EOS a tokenizer may add) fits without tokenizing it here a second time; and where no token covers
+    more than max_token_bytes, a prompt of more bytes than max_model_len times that is too long without
+    tokenizing it at all (a 10 MB prompt must not stall the engine loop)."""
+    size = len(prompt.encode("utf-8"))
+    if size < max_model_len - 2:
         return None
+    if max_token_bytes is not None and size > max_model_len * max_token_bytes:
+        raise RequestError(
+            f"text_input: {what} is {size} bytes, more than the model's limit of {max_model_len} tokens "
+            "(max_model_len) can hold"
+        )
     tokens = count_tokens(prompt)
     if tokens >= max_model_len:
         raise RequestError(
-            f"text_input: the prompt it makes is {tokens} tokens, at or above the model's limit of "
-            f"{max_model_len} (max_model_len); ask a shorter question"
+            f"text_input: {what} is {tokens} tokens, at or above the model's limit of "
+            f"{max_model_len} (max_model_len); send a shorter one"
         )
     return tokens
 

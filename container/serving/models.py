@@ -95,7 +95,17 @@ class PassthroughModel(StreamingModel):
     the engine's platform honours."""
 
     def load_steps(self, settings: dict[str, Any]) -> None:
+        from transformers import AutoTokenizer
+
         self.sampling_platform = _sampling_platform()
+        self.max_model_len = int(settings["max_model_len"])
+        tokenizer = AutoTokenizer.from_pretrained(settings.get("tokenizer") or settings["model"])
+        self.count_prompt_tokens = lambda text: len(tokenizer.encode(text))
+        # The most bytes one token stands for (special tokens included), for the no-tokenizing bound.
+        self.max_token_bytes = max(
+            len(tokenizer.convert_tokens_to_string([token]).encode("utf-8")) or 1
+            for token in tokenizer.get_vocab()
+        )
 
     def parse(self, request) -> ServingRequest:
         from assistant.request import RequestError, RequestLimits, build_sampling_params, parse_text
@@ -126,4 +136,14 @@ class PassthroughModel(StreamingModel):
         )
 
     def prepare(self, text: str) -> PreparedRequest:
+        from assistant.request import check_prompt_fits
+
+        # The engine would refuse it as an internal error; refuse it here as the client's (INVALID_ARG).
+        check_prompt_fits(
+            text,
+            self.count_prompt_tokens,
+            self.max_model_len,
+            max_token_bytes=self.max_token_bytes,
+            what="the prompt",
+        )
         return PreparedRequest(prompt=text)

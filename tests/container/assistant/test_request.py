@@ -373,3 +373,14 @@ def test_skipping_the_count_never_lets_a_long_prompt_through(prompt: str, max_mo
     except RequestError:
         return
     assert (counted if counted is not None else worst_case(prompt)) < max_model_len
+
+
+def test_a_prompt_too_big_for_any_tokenization_is_refused_without_tokenizing() -> None:
+    def count(text: str) -> int:
+        raise AssertionError("tokenized")
+
+    with pytest.raises(RequestError, match=r"^text_input: the prompt is 20481 bytes, more than the model's"):
+        check_prompt_fits("x" * 20_481, count, max_model_len=2_048, max_token_bytes=10, what="the prompt")
+    assert (
+        check_prompt_fits("x" * 20_480, lambda text: 2_000, max_model_len=2_048, max_token_bytes=10) == 2_000
+    )

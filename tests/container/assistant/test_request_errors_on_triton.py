@@ -15,18 +15,17 @@ from tests.container.conftest import emf_lines, read_metrics, wait_for
 
 pytestmark = pytest.mark.serving
 
-REJECTED = 'llm_requests_total{model="assistant",outcome="rejected",replica="0"}'
-FAILED = 'llm_requests_total{model="assistant",outcome="failed",replica="0"}'
+
 # Symbols the tiny tokenizer has no merges for: about a token a character, so 3,990 of them (within the
 # 4,000-character limit) make a prompt far over max_model_len (2,048 tokens).
 OVER_LONG_QUESTION = "@#" * 1_995
 
 
-def _generate(triton: TritonServer, text: str, sampling: dict) -> tuple[int, dict]:
+def _generate(triton: TritonServer, text: str, sampling: dict, model: str = "assistant") -> tuple[int, dict]:
     """Triton's HTTP generate endpoint: its status code is the error's code (INVALID_ARG is 400)."""
     body = json.dumps({"text_input": text, "sampling_parameters": json.dumps(sampling)}).encode()
     request = urllib.request.Request(
-        f"http://{triton.http_url}/v2/models/assistant/generate", data=body, method="POST"
+        f"http://{triton.http_url}/v2/models/{model}/generate", data=body, method="POST"
     )
     try:
         with urllib.request.urlopen(request, timeout=120) as response:
@@ -35,9 +34,10 @@ def _generate(triton: TritonServer, text: str, sampling: dict) -> tuple[int, dic
         return err.code, json.loads(err.read())
 
 
-def _counts(triton: TritonServer) -> tuple[float, float]:
+def _counts(triton: TritonServer, model: str = "assistant") -> tuple[float, float]:
     metrics = read_metrics(triton)
-    return metrics.get(REJECTED, 0.0), metrics.get(FAILED, 0.0)
+    key = 'llm_requests_total{{model="{}",outcome="{}",replica="0"}}'
+    return metrics.get(key.format(model, "rejected"), 0.0), metrics.get(key.format(model, "failed"), 0.0)
 
 
 @pytest.mark.parametrize(
@@ -66,17 +66,35 @@ def _counts(triton: TritonServer) -> tuple[float, float]:
 def test_a_client_mistake_is_invalid_arg_and_rejected_not_failed(
     triton: TritonServer, text: str, sampling: dict, message: str
 ) -> None:
-    rejected_before, failed_before = _counts(triton)
-    seen = len([record for record in emf_lines(triton) if record.get("Outcome") == "rejected"])
-    status, body = _generate(triton, text, sampling)
+    _assert_rejected(triton, "assistant", text, sampling, message)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("@#" * 3_000, "text_input: the prompt is", id="counted"),
+        pytest.param("@" * 100_000, "text_input: the prompt is 100000 bytes", id="too-big-to-count"),
+    ],
+)
+def test_a_passthrough_prompt_over_max_model_len_is_the_clients_mistake(
+    triton: TritonServer, text: str, message: str
+) -> None:
+    _assert_rejected(triton, "passthrough", text, {"max_tokens": 4}, message)
+
+
+def _assert_rejected(triton: TritonServer, model: str, text: str, sampling: dict, message: str) -> None:
+    def rejected_lines() -> list[dict]:
+        return [r for r in emf_lines(triton) if r.get("Outcome") == "rejected" and r.get("Model") == model]
+
+    rejected_before, failed_before = _counts(triton, model)
+    seen = len(rejected_lines())
+    status, body = _generate(triton, text, sampling, model)
     assert status == 400, body
     assert body["error"].startswith(message), body
-    counted = wait_for(lambda: _counts(triton)[0] > rejected_before and _counts(triton))
+    counted = wait_for(lambda: _counts(triton, model)[0] > rejected_before and _counts(triton, model))
     assert counted, "the request was never counted as rejected"
     assert counted[1] == failed_before, "a client's mistake was counted as a server failure"
-    records = wait_for(
-        lambda: [record for record in emf_lines(triton) if record.get("Outcome") == "rejected"][seen:]
-    )
+    records = wait_for(lambda: rejected_lines()[seen:])
     assert records and records[-1]["RequestRejected"] == 1 and "RequestFailed" not in records[-1]
 
 
