@@ -27,7 +27,8 @@ help:
 	@echo "make lint                  ruff, cfn-lint on cdk.out, hadolint on the Dockerfile"
 	@echo "make deploy [WAVES=0] [DRY_RUN=1] | diff | destroy [CONFIG=file]   for users with an AWS account"
 	@echo "make preflight CONFIG=file   check quotas, zones and reservations for a config's events (AWS account)"
-	@echo "make index CATALOG=products.jsonl|.csv [UPLOAD=s3://...]   build the shop's catalog index"
+	@echo "make index CATALOG=products.jsonl|.csv [UPLOAD=s3://...] [MAX_BAD_FRACTION=0.01] [MAX_BAD_ROWS=10000]"
+	@echo "                           build the shop's catalog index (bad rows skipped up to those limits)"
 	@echo "make serve [CATALOG=file] / make ask Q=\"...\"   run the assistant locally on a real Triton server"
 	@echo "make image                 build the production container (needs Docker)"
 	@echo "make rehearse-routing SCENARIO=file [JSON=1]   replay a routing scenario offline"
@@ -155,10 +156,13 @@ test-container: serve-env
 CATALOG ?=
 INDEX_DIR ?= build/catalog-index
 UPLOAD ?=
+MAX_BAD_FRACTION ?=
+MAX_BAD_ROWS ?=
 index: serve-env
-	@test -n "$(CATALOG)" || { echo "usage: make index CATALOG=products.jsonl (or .csv) [UPLOAD=s3://bucket/prefix]" >&2; exit 2; }
+	@test -n "$(CATALOG)" || { echo "usage: make index CATALOG=products.jsonl (or .csv) [UPLOAD=s3://bucket/prefix] [MAX_BAD_FRACTION=0.01] [MAX_BAD_ROWS=10000]" >&2; exit 2; }
 	PYTHONPATH=container $(SERVE_VENV)/bin/python -m assistant.retrieve --catalog "$(CATALOG)" --index "$(INDEX_DIR)" \
-		$(if $(UPLOAD),--upload "$(UPLOAD)")
+		$(if $(UPLOAD),--upload "$(UPLOAD)") $(if $(MAX_BAD_FRACTION),--max-bad-fraction "$(MAX_BAD_FRACTION)") \
+		$(if $(MAX_BAD_ROWS),--max-bad-rows "$(MAX_BAD_ROWS)")
 
 serve: serve-env
 	PYTHONPATH=container $(SERVE_VENV)/bin/python -m local.serve $(if $(CATALOG),--catalog "$(CATALOG)")

@@ -75,7 +75,8 @@ class Cell:
 
 
 def run_round(clients: list[StreamingClient], pool, model: str, prompts: list[str], max_tokens: int):
-    sampling = {"max_tokens": max_tokens, "ignore_eos": True, "temperature": 0.8}
+    # min_tokens = max_tokens: fixed-length answers on both models (the assistant refuses ignore_eos).
+    sampling = {"max_tokens": max_tokens, "min_tokens": max_tokens, "temperature": 0.8}
     started = time.perf_counter()
     futures = [
         pool.submit(client.ask, prompt, model=model, sampling=sampling)

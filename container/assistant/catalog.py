@@ -92,10 +92,19 @@ def _validated(path: Path, line_number: int, parse) -> Product | RowError:
         return RowError(line_number, f"{path} line {line_number}: {where}{message}")
 
 
-def _jsonl_rows(path: Path, handle) -> Iterator[tuple[int, Product | RowError]]:
+@dataclass
+class LinesRead:
+    """How many lines of the file a reader consumed: the index build checks it against its own count of
+    the file's lines, so no reader can lose rows without the build failing."""
+
+    count: int = 0
+
+
+def _jsonl_rows(path: Path, handle, lines: LinesRead) -> Iterator[tuple[int, Product | RowError]]:
     # Binary lines, decoded one by one: a text-mode reader decodes ahead in chunks and would blame the
     # wrong line for a bad byte.
     for line_number, raw_line in enumerate(handle, start=1):
+        lines.count = line_number
         try:
             line = raw_line.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -111,19 +120,42 @@ def _jsonl_rows(path: Path, handle) -> Iterator[tuple[int, Product | RowError]]:
             )
 
 
-def _csv_rows(path: Path, handle) -> Iterator[tuple[int, Product | RowError]]:
-    import csv
-    import io
+# Undecodable bytes survive line decoding as lone surrogates (surrogateescape), so a bad byte marks its own
+# row only; U+DC80..U+DCFF never come out of valid UTF-8.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 
-    text = io.TextIOWrapper(handle, encoding="utf-8-sig", errors="strict", newline="")
-    reader = csv.reader(text)
+
+def _decoded_lines(handle, lines: LinesRead) -> Iterator[str]:
+    """The file's lines as text, each decoded on its own. A text-mode reader decodes 8 KB chunks: one bad
+    byte there fails the whole chunk, and with it every row the chunk holds."""
+    for line_number, raw_line in enumerate(handle, start=1):
+        lines.count = line_number
+        yield raw_line.decode("utf-8-sig" if line_number == 1 else "utf-8", errors="surrogateescape")
+
+
+def _bad_byte(cells: list[str], names: list[str]) -> str | None:
+    for position, cell in enumerate(cells):
+        escaped = _ESCAPED_BYTE.search(cell)
+        if escaped is not None:
+            column = names[position] if position < len(names) else f"cell {position + 1}"
+            byte = ord(escaped.group()) - 0xDC00
+            return f"not valid UTF-8 (byte 0x{byte:02X} in column {column!r})"
+    return None
+
+
+def _csv_rows(path: Path, handle, lines: LinesRead) -> Iterator[tuple[int, Product | RowError]]:
+    import csv
+
+    reader = csv.reader(_decoded_lines(handle, lines))
     try:
         header = next(reader)
     except StopIteration:
         return
-    except UnicodeDecodeError as exc:
-        raise CatalogError(f"{path} line 1: not valid UTF-8 at byte {exc.start}") from None
+    except csv.Error as exc:
+        raise CatalogError(f"{path} line 1: unreadable header ({exc})") from None
     names = [_field_name(column) for column in header]
+    if _bad_byte(header, names) is not None:
+        raise CatalogError(f"{path} line 1: header is not valid UTF-8")
     missing = [name for name in REQUIRED_FIELDS if name not in names]
     if missing:
         raise CatalogError(
@@ -131,15 +163,20 @@ def _csv_rows(path: Path, handle) -> Iterator[tuple[int, Product | RowError]]:
         )
     wanted = [(position, name) for position, name in enumerate(names) if name in FIELDS]
     while True:
+        # A quoted cell may span lines: the row starts on the line after the last one read.
         line_number = reader.line_num + 1
         try:
             cells = next(reader)
         except StopIteration:
             return
-        except (UnicodeDecodeError, csv.Error) as exc:
+        except csv.Error as exc:
             yield line_number, RowError(line_number, f"{path} line {line_number}: unreadable row ({exc})")
             continue
         if not any(cell.strip() for cell in cells):
+            continue
+        bad_byte = _bad_byte(cells, names)
+        if bad_byte is not None:
+            yield line_number, RowError(line_number, f"{path} line {line_number}: {bad_byte}")
             continue
         if len(cells) != len(names):
             message = f"{path} line {line_number}: {len(cells)} cells, the header has {len(names)}"
@@ -150,18 +187,20 @@ def _csv_rows(path: Path, handle) -> Iterator[tuple[int, Product | RowError]]:
         yield line_number, _validated(path, line_number, lambda record=record: Product.model_validate(record))
 
 
-def iter_catalog_rows(path: str | Path) -> Iterator[Product | RowError]:
+def iter_catalog_rows(path: str | Path, *, lines: LinesRead | None = None) -> Iterator[Product | RowError]:
     """Every row of a JSON Lines or CSV catalog as a Product, or a RowError naming the file and line
-    (bad JSON or CSV, a bad field, an id seen before). An unreadable file raises CatalogError."""
+    (bad JSON or CSV, bad UTF-8, a bad field, an id seen before). An unreadable file raises CatalogError.
+    `lines`, if given, counts the file's lines consumed so far."""
     path = Path(path)
     kind = catalog_format(path)
+    lines = lines if lines is not None else LinesRead()
     try:
         handle = path.open("rb")
     except OSError as exc:
         raise CatalogError(f"{path}: cannot open catalog ({exc.strerror or exc})") from exc
     first_line_of_id: dict[str, int] = {}
     with handle:
-        rows = _csv_rows(path, handle) if kind == "csv" else _jsonl_rows(path, handle)
+        rows = _csv_rows(path, handle, lines) if kind == "csv" else _jsonl_rows(path, handle, lines)
         for line_number, row in rows:
             if isinstance(row, Product):
                 seen_on = first_line_of_id.setdefault(row.id, line_number)

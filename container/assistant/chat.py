@@ -3,15 +3,50 @@
 An Instruct model answers well only in the format it was tuned on, and stops where its template ends a turn;
 a base model (no template) gets plain text. The tokenizer also counts the tokens of the retrieved context,
 which has a budget because prefill time is time to first token.
+
+Text from shoppers and from the catalog is never trusted with control tokens: the tokenizer turns
+`<|eot_id|><|start_header_id|>system` typed into a question (or a product title) into the real tokens, which
+would end the user's turn and open a new system turn. `clean` removes every special and added token's text
+from it before the template wraps it, so the only control tokens in a prompt are the template's own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 # End-of-turn tokens of the common chat templates (Llama 3, ChatML, Phi); the ones the vocabulary has count.
 TURN_END_TOKENS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<|eom_id|>")
+# Probe texts: whether the template shows a system message, or drops or refuses it.
+_PROBE_SYSTEM = "system-probe-7f3a"
+_PROBE_USER = "user-probe-5c1e"
+
+
+class ChatTemplateError(ValueError):
+    """The tokenizer's chat template cannot carry our messages; the message names the tokenizer."""
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+def control_token_cleaner(tokens: Iterable[str]) -> Callable[[str], str]:
+    """A function that removes every occurrence of the given token texts, also those that a removal joins
+    together ("<|eot<|eot_id|>_id|>" loses both)."""
+    texts = sorted({token for token in tokens if token}, key=len, reverse=True)
+    if not texts:
+        return _identity
+    pattern = re.compile("|".join(re.escape(text) for text in texts))
+
+    def clean(text: str) -> str:
+        while True:
+            cleaned = pattern.sub("", text)
+            if cleaned == text:
+                return cleaned
+            text = cleaned
+
+    return clean
 
 
 @dataclass(frozen=True)
@@ -20,6 +55,10 @@ class ChatFormat:
     count_tokens: Callable[[str], int]
     stop_token_ids: tuple[int, ...] = ()
     name: str = "plain text"
+    # Removes the tokenizer's special and added tokens from untrusted text (shopper's and catalog's).
+    clean: Callable[[str], str] = _identity
+    # The prompt's tokens as the engine counts them (with the BOS it adds); None: count_tokens.
+    count_prompt_tokens: Callable[[str], int] | None = None
 
     @classmethod
     def plain(cls) -> ChatFormat:
@@ -35,8 +74,17 @@ class ChatFormat:
         def count_tokens(text: str) -> int:
             return len(tokenizer.encode(text, add_special_tokens=False))
 
+        def count_prompt_tokens(text: str) -> int:
+            # As vLLM tokenizes a text prompt: with the tokenizer's special tokens added.
+            return len(tokenizer.encode(text))
+
+        # Special tokens (BOS, EOS, ...) and every added token (Llama 3's header and turn tokens are added
+        # tokens): the tokenizer matches all of them in plain text.
+        clean = control_token_cleaner([*tokenizer.all_special_tokens, *tokenizer.get_added_vocab()])
         if not tokenizer.chat_template:
-            return cls(render=None, count_tokens=count_tokens, name="plain text (no chat template)")
+            return cls(
+                render=None, count_tokens=count_tokens, name="plain text (no chat template)", clean=clean
+            )
         vocabulary = tokenizer.get_vocab()
         stops = {vocabulary[token] for token in TURN_END_TOKENS if token in vocabulary}
         if tokenizer.eos_token_id is not None:
@@ -45,17 +93,36 @@ class ChatFormat:
         bos = tokenizer.bos_token or ""
         adds_bos = bool(bos) and tokenizer("x").input_ids[:1] == [tokenizer.bos_token_id]
 
-        def render(system: str, user: str) -> str:
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        def apply(messages: list[dict[str, str]]) -> str:
             text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
             return text[len(bos) :] if adds_bos and text.startswith(bos) else text
+
+        fold_system = not _shows_system(apply)
+        if fold_system:
+            probe = apply([{"role": "user", "content": f"{_PROBE_SYSTEM}\n\n{_PROBE_USER}"}])
+            if _PROBE_SYSTEM not in probe or _PROBE_USER not in probe:
+                raise ChatTemplateError(
+                    f"{tokenizer_path}: the chat template shows neither a system message nor the user's text"
+                )
+
+        def render(system: str, user: str) -> str:
+            if fold_system:
+                # Templates without a system role (Gemma's, Mistral's) refuse or drop it: the system text
+                # opens the first user turn instead.
+                return apply([{"role": "user", "content": f"{system}\n\n{user}"}])
+            return apply([{"role": "system", "content": system}, {"role": "user", "content": user}])
 
         return cls(
             render=render,
             count_tokens=count_tokens,
             stop_token_ids=tuple(sorted(stops)),
-            name="chat template",
+            name="chat template (system text in the user turn)" if fold_system else "chat template",
+            clean=clean,
+            count_prompt_tokens=count_prompt_tokens,
         )
+
+    def prompt_tokens(self, prompt: str) -> int:
+        return (self.count_prompt_tokens or self.count_tokens)(prompt)
 
     def prompt(self, system: str, user: str) -> str:
         if self.render is None:
@@ -65,3 +132,13 @@ class ChatFormat:
     def describe(self) -> str:
         stops = f", stop tokens {list(self.stop_token_ids)}" if self.stop_token_ids else ""
         return f"{self.name}{stops}"
+
+
+def _shows_system(apply: Callable[[list[dict[str, str]]], str]) -> bool:
+    """Whether the template renders a system message (some raise on one, some drop it silently)."""
+    messages = [{"role": "system", "content": _PROBE_SYSTEM}, {"role": "user", "content": _PROBE_USER}]
+    try:
+        rendered = apply(messages)
+    except Exception:  # jinja2's TemplateError from raise_exception(), or any template bug: probe the fold
+        return False
+    return _PROBE_SYSTEM in rendered and _PROBE_USER in rendered

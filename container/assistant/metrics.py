@@ -24,6 +24,7 @@ SLOW_FIRST_TOKEN = "SlowFirstToken"
 OUTPUT_TOKENS = "OutputTokens"
 INPUT_TOKENS = "InputTokens"
 REQUEST_FAILED = "RequestFailed"
+REQUEST_REJECTED = "RequestRejected"
 REQUESTS_IN_FLIGHT = "RequestsInFlight"
 QUEUE_DEPTH = "QueueDepth"
 KV_CACHE_USAGE = "KvCacheUsage"
@@ -199,7 +200,7 @@ def request_metrics_record(
     *,
     output_tokens: int,
     input_tokens: int | None,
-    failed: bool,
+    failed: bool | None,
     dimensions: Mapping[str, str],
     ttft_ms: float | None = None,
     slow_first_token_ms: float = DEFAULT_SLOW_FIRST_TOKEN_MS,
@@ -214,8 +215,11 @@ def request_metrics_record(
     first byte is its last, and an error or a cancel before the first token is a missing datapoint, not a
     number that would bend the percentiles. SlowFirstToken (0/1 against the objective) travels with it, so
     its Average is the slow share, which a standard-statistic alarm (and a Route 53 health check) can use.
-    RequestFailed is 0 or 1 for every request: its Average is the error share. input_tokens is None when
-    the request never reached the engine.
+    RequestFailed is 0 or 1 for every request the server accepted: its Average is the error share. A
+    request rejected as the client's mistake (failed=None: bad input, a prompt over max_model_len) carries
+    RequestRejected=1 instead and no RequestFailed, so it stays out of the error share's denominator: a
+    client sending bad requests cannot make a healthy region look healthier, nor a sick one look sick.
+    input_tokens is None when the request never reached the engine.
     """
     metrics = []
     if ttft_ms is not None:
@@ -224,7 +228,10 @@ def request_metrics_record(
     metrics.append(MetricValue(OUTPUT_TOKENS, output_tokens, "Count"))
     if input_tokens is not None:
         metrics.append(MetricValue(INPUT_TOKENS, input_tokens, "Count"))
-    metrics.append(MetricValue(REQUEST_FAILED, int(failed), "Count"))
+    if failed is None:
+        metrics.append(MetricValue(REQUEST_REJECTED, 1, "Count"))
+    else:
+        metrics.append(MetricValue(REQUEST_FAILED, int(failed), "Count"))
     return emf_record(
         namespace=namespace or namespace_from_env(),
         dimensions=dimensions,

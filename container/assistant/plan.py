@@ -39,6 +39,9 @@ class QueryPlan:
     search_query: str
     top_k: int
     max_price: float | None = None
+    # The currency the cap was stated in (USD, EUR, GBP), None for a bare number. The cap is compared with
+    # the catalog's prices as they are: a shop's catalog is in its own currency.
+    price_currency: str | None = None
     # "cheapest", "lowest price": rank the relevant products by price rather than by relevance alone.
     sort_by_price: bool = False
 
@@ -48,14 +51,32 @@ def _word_set(text: str) -> frozenset[str]:
 
 
 _WORD = re.compile(r"[^\W_]+")
+# Runs of whitespace become one space before any pattern runs, so the price pattern has single optional
+# spaces (" ?") where `\s*` next to `\s*` would backtrack: with `\s*`, 4,000 spaces after a "<" took
+# 65-265 ms per question on the engine loop (quadratic in the run's length).
+_WHITESPACE = re.compile(r"\s+")
+# An amount: digits with optional thousands separators ("1,500", "12,000,000") or plain ("1500"), and cents.
+# The lookahead refuses a number that goes on ("1,50" is not 1 or 150; "1.500" is neither 1.5 nor 1500).
+_AMOUNT = r"(?P<amount>\d{1,3}(?:,\d{3})+|\d{1,7})(?P<cents>\.\d{1,2})?(?![\d,]\d|\.\d)"
 _PRICE_CAP = re.compile(
-    r"(?:under|below|less\s+than|cheaper\s+than|at\s+most|up\s+to|max(?:imum)?|<)\s*"
-    r"(?P<dollar>\$)?\s*(?P<amount>\d{1,7}(?:\.\d{1,2})?)(?!\d|\.\d)\s*(?P<k>k\b)?"
-    r"(?!\s*(?:pounds|lbs?|kg|kilos?|grams?|g\b|oz|ounces|inch|inches|in\b|cm|mm|feet|ft|liters?|l\b|"
-    r"hours?|hrs?|minutes?|mins?|days?|years?|people|person|watts?|w\b|mah|gb|tb|hz)\b)"
-    r"\s*(?P<currency>dollars|usd|bucks|euros?|eur|pounds\s+sterling|gbp)?",
-    re.IGNORECASE,
+    r"(?:under|below|less than|cheaper than|at most|up to|max(?:imum)?|<) ?"
+    rf"(?P<sign>[$€£])? ?{_AMOUNT} ?(?P<k>k\b)?(?P<after_sign>[$€£])?"
+    r"(?! ?(?:pounds(?! sterling)|lbs?|kg|kilos?|grams?|g\b|oz|ounces|inch|inches|in\b|cm|mm|feet|ft|"
+    r"liters?|l\b|hours?|hrs?|minutes?|mins?|days?|years?|people|person|watts?|w\b|mah|gb|tb|hz)\b)"
+    r" ?(?P<currency>dollars|usd|bucks|euros?|eur|pounds sterling|quid|gbp)?",
 )
+_CURRENCY_BY_SIGN = {"$": "USD", "€": "EUR", "£": "GBP"}
+_CURRENCY_BY_WORD = {
+    "dollars": "USD",
+    "usd": "USD",
+    "bucks": "USD",
+    "euro": "EUR",
+    "euros": "EUR",
+    "eur": "EUR",
+    "pounds sterling": "GBP",
+    "quid": "GBP",
+    "gbp": "GBP",
+}
 # A bare number after "under" is a price only where the question talks money ("tv under 55" is a size).
 _PRICE_CONTEXT = frozenset(
     [
@@ -74,6 +95,10 @@ _PRICE_CONTEXT = frozenset(
         "dollars",
         "usd",
         "bucks",
+        "euro",
+        "euros",
+        "eur",
+        "gbp",
     ]
 )
 _CHEAPEST = (" cheapest ", " lowest price ", " least expensive ", " most affordable ", " lowest priced ")
@@ -160,13 +185,14 @@ def _lexicon_form(word: str) -> str:
     return word
 
 
-def _price_cap(match: re.Match[str], words: set[str]) -> float | None:
-    """The cap a match states, or None when a bare number has no money around it."""
-    explicit = match.group("dollar") or match.group("currency") or match.group("k")
-    if not explicit and not words & _PRICE_CONTEXT:
+def _price_cap(match: re.Match[str], words: set[str]) -> tuple[float, str | None] | None:
+    """(cap, currency) a match states, or None when a bare number has no money around it."""
+    sign = match.group("sign") or match.group("after_sign")
+    currency = _CURRENCY_BY_SIGN.get(sign or "") or _CURRENCY_BY_WORD.get(match.group("currency") or "")
+    if not (currency or match.group("k")) and not words & _PRICE_CONTEXT:
         return None
-    amount = float(match.group("amount"))
-    return amount * 1000 if match.group("k") else amount
+    amount = float(match.group("amount").replace(",", "") + (match.group("cents") or ""))
+    return (amount * 1000 if match.group("k") else amount), currency
 
 
 CatalogTerms = Callable[[str], bool]
@@ -185,12 +211,16 @@ def plan_query(text: str, in_catalog: CatalogTerms | None = None) -> QueryPlan:
     (unit tests), a small list of product nouns stands in.
     """
     in_catalog = in_catalog or _demo_nouns
-    lowered = text[:_MAX_PLANNED_CHARS].lower().replace("\u2019", "").replace("'", "")
-    max_price = None
+    # A bounded prefix (twice the planned length, as whitespace may shrink) and collapsed whitespace: the
+    # cost per question stays flat whatever the client sends.
+    prefix = _WHITESPACE.sub(" ", text[: 2 * _MAX_PLANNED_CHARS])[:_MAX_PLANNED_CHARS]
+    lowered = prefix.lower().replace("\u2019", "").replace("'", "")
+    max_price = price_currency = None
     price_match = _PRICE_CAP.search(lowered)
     if price_match is not None:
-        max_price = _price_cap(price_match, set(_WORD.findall(lowered)))
-        if max_price is not None:
+        cap = _price_cap(price_match, set(_WORD.findall(lowered)))
+        if cap is not None:
+            max_price, price_currency = cap
             lowered = lowered[: price_match.start()] + " " + lowered[price_match.end() :]
     words = _WORD.findall(lowered)
     forms = {_lexicon_form(word) for word in words}
@@ -229,5 +259,6 @@ def plan_query(text: str, in_catalog: CatalogTerms | None = None) -> QueryPlan:
         search_query=search_query,
         top_k=TOP_K_BY_INTENT[intent],
         max_price=max_price,
+        price_currency=price_currency,
         sort_by_price=sort_by_price,
     )

@@ -26,6 +26,8 @@ class PreparedRequest:
 
 def prepare_request(text: str, index: ProductIndex, chat: ChatFormat | None = None) -> PreparedRequest:
     chat = chat or ChatFormat.plain()
+    # Control-token text plans as words ("eot", "id") and would reach the prompt: gone before either.
+    text = chat.clean(text)
     plan = plan_query(text, index.in_catalog)
     products = (
         index.search(

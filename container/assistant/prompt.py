@@ -3,7 +3,8 @@
 Prefill time is time to first token, so the retrieved context has a token budget and each product is one
 short line with what a shopper weighs: title, price, rating and a few words of description. Brand and
 category are left out (titles carry the brand; the category is what the shopper asked for). The prompt's
-length is bounded whatever the catalog holds, and catalog text cannot forge prompt lines.
+length is bounded whatever the catalog holds, and catalog text cannot forge prompt lines or control tokens
+(the chat format removes its tokenizer's special tokens from the question and the product lines).
 """
 
 from __future__ import annotations
@@ -80,7 +81,11 @@ def product_block(products: Sequence[Product], chat: ChatFormat, budget: int) ->
     lines: list[str] = []
     used = 0
     for number, product in enumerate(products[:MAX_PRODUCTS], start=1):
-        line = product_line(number, product)
+        # Cleaned before the line is cut to length, so control-token text takes no room in it.
+        product = product.model_copy(
+            update={"title": chat.clean(product.title), "description": chat.clean(product.description)}
+        )
+        line = chat.clean(product_line(number, product))
         cost = chat.count_tokens(line) + 1
         if lines and used + cost > budget:
             break
@@ -105,7 +110,7 @@ def build_prompt(
         lines = product_block(products, chat, context_token_budget)
         # No heading: the system text names the numbered list, and every token here is prefill.
         parts.append("\n".join(lines) if lines else NO_PRODUCTS_TEXT)
-    parts.append(f"Question: {_one_line(question, MAX_QUESTION_CHARS)}")
+    parts.append(f"Question: {_one_line(chat.clean(question), MAX_QUESTION_CHARS)}")
     return chat.prompt(system, "\n\n".join(parts))
 
 

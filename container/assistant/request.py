@@ -1,5 +1,10 @@
 """Request validation: Triton input tensors in, a checked AssistantRequest out, or one clear RequestError.
 
+Every client mistake is found here, before the engine sees the request, so it is answered INVALID_ARG and
+counted as rejected rather than as a server failure: the bounds and combinations of the sampling keys, the
+keys the engine's platform would ignore, vLLM's own SamplingParams checks, and a prompt that does not fit
+the engine's max_model_len.
+
 Tensor names and defaults follow Triton's vLLM backend so its clients work unchanged: `stream` defaults to
 false; `exclude_input_in_output` defaults to true when streaming and false otherwise, and false is refused
 while streaming; `sampling_parameters` is a JSON object whose values may be JSON strings ("0.7"), as that
@@ -10,12 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
+from assistant.sampling_platforms import CPU, SamplingPlatform
 from assistant.validation import first_error
 
 SAMPLING = "sampling_parameters"
@@ -94,7 +100,6 @@ class SamplingSettings(BaseModel):
     repetition_penalty: float | None = None
     stop: tuple[str, ...] | None = None
     seed: int | None = None
-    ignore_eos: bool | None = None
 
     @field_validator(
         "max_tokens",
@@ -127,7 +132,12 @@ class SamplingSettings(BaseModel):
         if value is None:
             return None
         low = 1 if info.field_name == "max_tokens" else 0
-        return int(_between(value, low, cls._limits(info).max_tokens_limit))
+        value = int(_between(value, low, cls._limits(info).max_tokens_limit))
+        # max_tokens is declared first, so it is already checked when min_tokens is.
+        max_tokens = info.data.get("max_tokens")
+        if info.field_name == "min_tokens" and max_tokens is not None and value > max_tokens:
+            raise ValueError(f"must not exceed max_tokens ({max_tokens}), got {value}")
+        return value
 
     @field_validator("temperature")
     @classmethod
@@ -247,8 +257,17 @@ def parse_text(text_input: object, limits: RequestLimits, *, strip: bool = True)
     return text
 
 
-def parse_sampling(sampling_parameters: object, limits: RequestLimits) -> SamplingSettings:
-    """The sampling settings from the JSON object string; max_tokens defaults to limits.default_max_tokens."""
+# Keys of vLLM's SamplingParams that a shopper's front end must not set on this model, and why.
+NOT_CLIENT_SETTABLE = {
+    "ignore_eos": "not settable on this model (an answer ends where the model ends its turn)",
+}
+
+
+def parse_sampling(
+    sampling_parameters: object, limits: RequestLimits, platform: SamplingPlatform = CPU
+) -> SamplingSettings:
+    """The sampling settings from the JSON object string; max_tokens defaults to limits.default_max_tokens.
+    A key the engine's platform would ignore is refused."""
     settings: dict[str, Any] = {}
     if sampling_parameters is not None:
         if not isinstance(sampling_parameters, str | bytes | bytearray | memoryview):
@@ -274,16 +293,68 @@ def parse_sampling(sampling_parameters: object, limits: RequestLimits) -> Sampli
                 raise RequestError(f"{SAMPLING}: must be a JSON object, got {_json_kind(parsed)}")
             # The vLLM backend treats null as "use the default"; so do we.
             settings = {key: value for key, value in parsed.items() if value is not None}
+    refused = sorted(set(settings) & set(NOT_CLIENT_SETTABLE))
+    if refused:
+        raise RequestError(f"{SAMPLING}.{refused[0]}: {NOT_CLIENT_SETTABLE[refused[0]]}")
     unknown = sorted(set(settings) - set(SamplingSettings.model_fields))
     if unknown:
         allowed = ", ".join(SamplingSettings.model_fields)
         raise RequestError(f"{SAMPLING}.{unknown[0]}: unknown key; allowed keys are {allowed}")
     settings.setdefault("max_tokens", limits.default_max_tokens)
     try:
-        return SamplingSettings.model_validate(settings, context={"limits": limits})
+        checked = SamplingSettings.model_validate(settings, context={"limits": limits})
     except ValidationError as exc:
         field, message = first_error(exc)
         raise RequestError(f"{SAMPLING}.{field}: {message}") from None
+    refusal = platform.refusal(checked.engine_kwargs())
+    if refusal is not None:
+        raise RequestError(f"{SAMPLING}.{refusal[0]}: {refusal[1]}")
+    return checked
+
+
+def build_sampling_params(kwargs: Mapping[str, Any]):
+    """vLLM's SamplingParams from the client's keys, with vLLM's own checks (ranges, combinations) run now.
+
+    vLLM raises ValueError up to 0.1x and VLLMValidationError (not a ValueError) in 0.3x; whichever it is,
+    values the client chose made it, so it is the client's error."""
+    from vllm import SamplingParams
+
+    try:
+        return SamplingParams(**kwargs)
+    except Exception as err:  # any refusal of client values is a bad request
+        raise RequestError(f"{SAMPLING}: {err}") from None
+
+
+def check_prompt_fits(
+    prompt: str,
+    count_tokens: Callable[[str], int],
+    max_model_len: int,
+    *,
+    max_token_bytes: int | None = None,
+    what: str = "the prompt it makes",
+) -> int | None:
+    """RequestError unless the prompt leaves the engine room for one token; returns the prompt's tokens,
+    or None where it was not counted.
+
+    A token covers at least one byte, so a prompt of fewer bytes than max_model_len (less two for the BOS
+    and EOS a tokenizer may add) fits without tokenizing it here a second time; and where no token covers
+    more than max_token_bytes, a prompt of more bytes than max_model_len times that is too long without
+    tokenizing it at all (a 10 MB prompt must not stall the engine loop)."""
+    size = len(prompt.encode("utf-8"))
+    if size < max_model_len - 2:
+        return None
+    if max_token_bytes is not None and size > max_model_len * max_token_bytes:
+        raise RequestError(
+            f"text_input: {what} is {size} bytes, more than the model's limit of {max_model_len} tokens "
+            "(max_model_len) can hold"
+        )
+    tokens = count_tokens(prompt)
+    if tokens >= max_model_len:
+        raise RequestError(
+            f"text_input: {what} is {tokens} tokens, at or above the model's limit of "
+            f"{max_model_len} (max_model_len); send a shorter one"
+        )
+    return tokens
 
 
 def _json_kind(value: object) -> str:
@@ -298,6 +369,7 @@ def parse_request(
     exclude_input_in_output: bool | None,
     *,
     limits: RequestLimits,
+    platform: SamplingPlatform = CPU,
 ) -> AssistantRequest:
     """Validates one request's inputs (None = tensor absent). Raises RequestError with a one-line message."""
     text = parse_text(text_input, limits)
@@ -309,5 +381,5 @@ def parse_request(
         raise RequestError(
             "exclude_input_in_output: must be true when stream is true (as in Triton's vLLM backend)"
         )
-    sampling = parse_sampling(sampling_parameters, limits)
+    sampling = parse_sampling(sampling_parameters, limits, platform)
     return AssistantRequest(text=text, stream=streaming, exclude_input_in_output=exclude, sampling=sampling)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import tantivy
 
-from assistant.catalog import CatalogError, Product, RowError, iter_catalog_rows
+from assistant.catalog import CatalogError, LinesRead, Product, RowError, iter_catalog_rows
 
 # Bump when the schema or analyzer changes: an index built by another version must be rebuilt, not misread.
 INDEX_FORMAT = 2
@@ -31,6 +31,9 @@ MANIFEST_NAME = "assistant-index.json"
 # catalog that bad is the wrong file or a broken export rather than a few bad products.
 DEFAULT_MAX_BAD_FRACTION = 0.01
 DEFAULT_MAX_BAD_ROWS = 10_000
+# How a user raises the limits: the make variables and the command's flags (named in the error).
+_RAISE_BAD_ROWS = "make index MAX_BAD_ROWS=N (--max-bad-rows)"
+_RAISE_BAD_FRACTION = "make index MAX_BAD_FRACTION=F, a share from 0 to 1 (--max-bad-fraction)"
 SHOWN_ROW_ERRORS = 10
 # Fields whose words make the shop's vocabulary: the planner asks the index whether a word is one of them.
 VOCABULARY_FIELDS = ("title", "brand", "category")
@@ -63,17 +66,20 @@ Progress = Callable[[int, int], None]  # (rows read, rows expected)
 
 
 def scan_catalog(path: Path) -> tuple[str, int]:
-    """(sha256, line count) of the catalog file, in one pass of 1 MiB reads."""
+    """(sha256, line count) of the catalog file, in one pass of 1 MiB reads; a last line without a newline
+    counts."""
     digest = hashlib.sha256()
     lines = 0
+    last = b"\n"
     try:
         with path.open("rb") as handle:
             while chunk := handle.read(1 << 20):
                 digest.update(chunk)
                 lines += chunk.count(b"\n")
+                last = chunk[-1:]
     except OSError as exc:
         raise CatalogError(f"{path}: cannot open catalog ({exc.strerror or exc})") from exc
-    return digest.hexdigest(), lines
+    return digest.hexdigest(), lines + (last != b"\n")
 
 
 def file_digests(folder: Path) -> dict[str, dict[str, object]]:
@@ -138,6 +144,7 @@ class _Tally:
     products: int = 0
     skipped: int = 0
     errors: list[str] = field(default_factory=list)
+    lines: LinesRead = field(default_factory=LinesRead)
 
 
 def _write_documents(
@@ -155,15 +162,15 @@ def _write_documents(
     writer = index.writer(writer_heap_bytes)
     Document = tantivy.Document
     try:
-        for row in iter_catalog_rows(catalog_path):
+        for row in iter_catalog_rows(catalog_path, lines=tally.lines):
             if isinstance(row, RowError):
                 tally.skipped += 1
                 if len(tally.errors) < SHOWN_ROW_ERRORS:
                     tally.errors.append(row.message)
                 if tally.skipped > max_bad_rows:
                     raise CatalogError(
-                        f"{catalog_path}: more than {max_bad_rows} bad rows; stopped. First errors:\n  "
-                        + "\n  ".join(tally.errors)
+                        f"{catalog_path}: more than {max_bad_rows} bad rows; stopped (raise the limit with "
+                        f"{_RAISE_BAD_ROWS}). First errors:\n  " + "\n  ".join(tally.errors)
                     )
                 continue
             document = Document(
@@ -223,6 +230,12 @@ def build_index(
             expected_rows=expected_rows,
             progress=progress,
         )
+        if tally.lines.count != expected_rows:
+            # The reader consumed fewer (or more) lines than the file has: rows went missing unseen.
+            raise CatalogError(
+                f"{catalog_path}: read {tally.lines.count} of the file's {expected_rows} lines; "
+                "refusing an index that may lack products"
+            )
         rows = tally.products + tally.skipped
         if tally.products == 0:
             detail = ("; first errors:\n  " + "\n  ".join(tally.errors)) if tally.errors else ""
@@ -230,7 +243,7 @@ def build_index(
         if tally.skipped > max_bad_fraction * rows:
             raise CatalogError(
                 f"{catalog_path}: {tally.skipped} of {rows} rows are bad, "
-                f"above the {max_bad_fraction:.1%} allowed; "
+                f"above the {max_bad_fraction:.1%} allowed (raise it with {_RAISE_BAD_FRACTION}); "
                 "first errors:\n  " + "\n  ".join(tally.errors)
             )
         manifest = {
@@ -430,18 +443,22 @@ def main(argv: list[str] | None = None) -> int:
         "--catalog", type=Path, help="JSON Lines or CSV catalog to index (omit to only query)"
     )
     parser.add_argument("--index", type=Path, required=True, help="index folder to build or open")
-    parser.add_argument("--upload", help="s3://bucket/prefix to upload the built index to (manifest last)")
+    parser.add_argument(
+        "--upload",
+        help="s3://bucket/prefix to upload the built index to: a new builds/<id>/ prefix, then the pointer",
+    )
     parser.add_argument(
         "--max-bad-fraction",
         type=float,
         default=DEFAULT_MAX_BAD_FRACTION,
-        help=f"share of bad rows that stops the build (default {DEFAULT_MAX_BAD_FRACTION})",
+        help=f"share of bad rows that stops the build (default {DEFAULT_MAX_BAD_FRACTION}; "
+        "make index MAX_BAD_FRACTION=)",
     )
     parser.add_argument(
         "--max-bad-rows",
         type=int,
         default=DEFAULT_MAX_BAD_ROWS,
-        help=f"bad rows that stop the build (default {DEFAULT_MAX_BAD_ROWS})",
+        help=f"bad rows that stop the build (default {DEFAULT_MAX_BAD_ROWS}; make index MAX_BAD_ROWS=)",
     )
     parser.add_argument("--query", help="search the index and print the top products")
     parser.add_argument("--top-k", type=int, default=5, help="products to print for --query")
@@ -452,7 +469,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.upload is not None and args.catalog is None:
         parser.error("--upload needs --catalog (it uploads the index it builds)")
     if not 0 <= args.max_bad_fraction <= 1 or args.max_bad_rows < 0:
-        parser.error("--max-bad-fraction must be between 0 and 1 and --max-bad-rows 0 or more")
+        parser.error(
+            "--max-bad-fraction (make index MAX_BAD_FRACTION=) must be between 0 and 1 and "
+            "--max-bad-rows (MAX_BAD_ROWS=) 0 or more"
+        )
     try:
         if args.catalog is not None:
             if not args.catalog.is_file():
@@ -480,13 +500,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.upload is not None:
                 import boto3
 
-                from entrypoint.s3_fetch import S3Location, upload_folder
+                from entrypoint.s3_fetch import POINTER_NAME, S3Location, upload_build
 
                 location = S3Location.parse(args.upload, variable="--upload")
-                count = upload_folder(boto3.client("s3"), stats.index_dir, location, last=MANIFEST_NAME)
+                build = upload_build(boto3.client("s3"), stats.index_dir, location, manifest=MANIFEST_NAME)
                 print(
-                    f"uploaded {count} files to {location} (manifest last); "
-                    "set model.catalog_index_s3_uri to it"
+                    f"uploaded the index to {build}, then pointed {location}/{POINTER_NAME} at it; "
+                    f"set model.catalog_index_s3_uri to {location}"
                 )
         if args.query is not None:
             index = ProductIndex.open(args.index)

@@ -1,7 +1,10 @@
 """Which pre-compiled Neuron artifacts fit this host: a key over everything that invalidates them.
 
-Neuron compiles a model for fixed shapes on a fixed toolchain. A change to any of these makes old artifacts
-unusable (or, worse, silently slow): the Neuron SDK and compiler versions, the model (name and revision),
+Neuron compiles a model for fixed shapes on a fixed toolchain for one chip. A change to any of these makes old
+artifacts unusable (or, worse, silently slow): the hardware target (neuronx-cc's --target: inf2 and trn1 have
+different chips, so the same tensor-parallel degree on each needs its own graphs), the toolchain (the versions
+of the compiler and the Neuron packages, read from the image that runs, not from variables someone must keep
+in step with it), the model (name and revision),
 the tensor-parallel degree, max_model_len, max_num_seqs, the whole Neuron override config (buckets,
 bucketing, quantization and every other graph option), prefix caching and the KV block layout, the dtype,
 speculative decoding (the draft model and its revision are compiled with the target), the quantized
@@ -13,11 +16,28 @@ artifact prefix only with a manifest whose key and inputs match its own.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
+
+# The Python packages of the Neuron SDK that shape compiled graphs, as the SDK 2.28 vLLM image installs them;
+# those found are part of the key. The compiler must be there: a key without it identifies nothing.
+TOOLCHAIN_PACKAGES = (
+    "neuronx-cc",
+    "neuronx-distributed",
+    "neuronx-distributed-inference",
+    "torch-neuronx",
+    "libneuronxla",
+    "vllm-neuron",
+    "vllm",
+)
+COMPILER_PACKAGE = "neuronx-cc"
+INSTANCE_TYPE_ENV = "INSTANCE_TYPE"
+# neuronx-cc's --target per instance family: the chip the graphs are compiled for (trn1n has trn1's chip).
+HARDWARE_TARGETS = {"inf2": "inf2", "trn1": "trn1", "trn1n": "trn1", "trn2": "trn2", "trn2u": "trn2"}
 
 
 class ArtifactKeyError(ValueError):
@@ -26,8 +46,9 @@ class ArtifactKeyError(ValueError):
 
 @dataclass(frozen=True)
 class CompileInputs:
-    neuron_sdk: str
-    compiler_version: str
+    hardware_target: str
+    # (package, version) pairs, sorted by package; always holds the compiler.
+    toolchain: tuple[tuple[str, str], ...]
     model: str
     model_revision: str
     tensor_parallel: int
@@ -68,13 +89,49 @@ def check_manifest(manifest: Any, inputs: CompileInputs) -> None:
 
 
 def artifact_key(inputs: CompileInputs) -> str:
-    """e.g. 'llama-3-8b-sdk2.28.0-tp24-len4096-seqs32-3f1c9a0b2d4e6f70'."""
+    """e.g. 'llama-3-8b-inf2-cc2.23.6484.0-tp24-len4096-seqs32-3f1c9a0b2d4e6f70'."""
     digest = hashlib.sha256(inputs.canonical().encode()).hexdigest()[:16]
     model_slug = re.sub(r"[^a-z0-9]+", "-", inputs.model.rsplit("/", 1)[-1].lower()).strip("-") or "model"
+    compiler = dict(inputs.toolchain).get(COMPILER_PACKAGE, "")
     return (
-        f"{model_slug}-sdk{inputs.neuron_sdk}-tp{inputs.tensor_parallel}-len{inputs.max_model_len}"
-        f"-seqs{inputs.max_num_seqs}-{digest}"
+        f"{model_slug}-{inputs.hardware_target}-cc{compiler}-tp{inputs.tensor_parallel}"
+        f"-len{inputs.max_model_len}-seqs{inputs.max_num_seqs}-{digest}"
     )
+
+
+def installed_toolchain(
+    version_of: Callable[[str], str] = importlib.metadata.version,
+) -> tuple[tuple[str, str], ...]:
+    """The versions of the Neuron toolchain installed in this image, read from the packages themselves."""
+    found = []
+    for package in TOOLCHAIN_PACKAGES:
+        try:
+            found.append((package, version_of(package)))
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    if COMPILER_PACKAGE not in dict(found):
+        raise ArtifactKeyError(
+            f"image: {COMPILER_PACKAGE} is not installed, so the compiled artifacts cannot be keyed "
+            "(run this in the serving image, whose Neuron SDK compiles and loads them)"
+        )
+    return tuple(sorted(found))
+
+
+def hardware_target(environ: Mapping[str, str]) -> str:
+    """neuronx-cc's target chip for this host, from INSTANCE_TYPE (the task definition sets it)."""
+    instance_type = environ.get(INSTANCE_TYPE_ENV, "").strip()
+    if not instance_type:
+        raise ArtifactKeyError(
+            f"environment: {INSTANCE_TYPE_ENV} must be set (the task definition sets it): compiled graphs "
+            "are for one chip"
+        )
+    family = instance_type.split(".", 1)[0].lower()
+    if family not in HARDWARE_TARGETS:
+        raise ArtifactKeyError(
+            f"environment: {INSTANCE_TYPE_ENV}={instance_type!r} is not a Neuron instance type "
+            f"(families: {', '.join(sorted(HARDWARE_TARGETS))})"
+        )
+    return HARDWARE_TARGETS[family]
 
 
 def _positive_int(settings: Mapping[str, Any], key: str) -> int:
@@ -93,15 +150,16 @@ def _buckets(neuron: Mapping[str, Any], key: str) -> tuple[int, ...]:
     return tuple(sorted(value))
 
 
-def compile_inputs(settings: Mapping[str, Any], environ: Mapping[str, str]) -> CompileInputs:
-    """The key inputs from the resolved engine settings and the image's toolchain variables."""
-    missing = [
-        name for name in ("NEURON_SDK_VERSION", "NEURON_CC_VERSION", "MODEL_ID") if not environ.get(name)
-    ]
-    if missing:
-        raise ArtifactKeyError(
-            f"environment: {', '.join(missing)} must be set (the image sets the first two)"
-        )
+def compile_inputs(
+    settings: Mapping[str, Any], environ: Mapping[str, str], toolchain: tuple[tuple[str, str], ...]
+) -> CompileInputs:
+    """The key inputs from the resolved engine settings, the host's environment and the image's toolchain
+    (installed_toolchain())."""
+    if not environ.get("MODEL_ID"):
+        raise ArtifactKeyError("environment: MODEL_ID must be set")
+    if COMPILER_PACKAGE not in dict(toolchain):
+        raise ArtifactKeyError(f"toolchain: no {COMPILER_PACKAGE} version")
+    target = hardware_target(environ)
     additional = settings.get("additional_config") or {}
     neuron = additional.get("override_neuron_config") or {}
     quantization = str(settings.get("quantization") or "")
@@ -132,8 +190,8 @@ def compile_inputs(settings: Mapping[str, Any], environ: Mapping[str, str]) -> C
     if speculation and not draft_revision:
         raise ArtifactKeyError("environment: DRAFT_MODEL_REVISION must be set when speculative_config is on")
     return CompileInputs(
-        neuron_sdk=environ["NEURON_SDK_VERSION"],
-        compiler_version=environ["NEURON_CC_VERSION"],
+        hardware_target=target,
+        toolchain=tuple(sorted(toolchain)),
         model=environ["MODEL_ID"],
         model_revision=environ.get("MODEL_REVISION", ""),
         tensor_parallel=_positive_int(settings, "tensor_parallel_size"),

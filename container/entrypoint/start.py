@@ -8,7 +8,8 @@ A key miss (no compiled artifacts with a completion manifest for this exact conf
 unless ALLOW_COMPILE=true: a host that compiles for an hour during a peak is an outage, not a slow start.
 Without ALLOW_COMPILE the downloaded artifacts are made read-only, so a compile the Neuron plugin might start
 by itself after a load error cannot write its graphs, and the start fails instead of compiling.
-The catalog index is downloaded from CATALOG_INDEX_S3_URI and checked file by file against its manifest.
+The catalog index is downloaded from the build CATALOG_INDEX_S3_URI's pointer names (or from the prefix itself
+where there is none) and checked file by file against its manifest.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -33,8 +35,16 @@ from entrypoint.artifact_key import (
     check_manifest,
     compile_inputs,
     completion_manifest,
+    installed_toolchain,
 )
-from entrypoint.s3_fetch import FetchError, S3Location, download_prefix, list_keys
+from entrypoint.s3_fetch import (
+    FetchError,
+    S3Location,
+    check_build_manifest,
+    current_build,
+    download_prefix,
+    list_keys,
+)
 from entrypoint.triton_install import TritonInstall, TritonInstallError
 from serving.engine_settings import EngineSettingsError, engine_settings
 from serving.replicas import ReplicaError, replicas_per_host, with_instance_count
@@ -88,8 +98,11 @@ def _port(environ: Mapping[str, str], name: str) -> int:
     return int(raw)
 
 
-def plan_start(environ: Mapping[str, str]) -> StartPlan:
-    """Everything the start will do, decided from the environment and model.json alone (no AWS calls)."""
+def plan_start(
+    environ: Mapping[str, str], *, toolchain: tuple[tuple[str, str], ...] | None = None
+) -> StartPlan:
+    """Everything the start will do, decided from the environment, model.json and the image's toolchain
+    (read from its packages unless given) alone: no AWS calls."""
     get = lambda name: environ.get(name) or DEFAULTS.get(name, "")  # noqa: E731
     missing = [name for name in REQUIRED if not environ.get(name)]
     if missing:
@@ -98,7 +111,7 @@ def plan_start(environ: Mapping[str, str]) -> StartPlan:
     model_json = repository / SERVED_MODEL / "1" / "model.json"
     try:
         settings: dict[str, Any] = engine_settings(model_json, environ)
-        inputs = compile_inputs(settings, environ)
+        inputs = compile_inputs(settings, environ, installed_toolchain() if toolchain is None else toolchain)
         key = artifact_key(inputs)
         replicas = replicas_per_host(environ)
     except (EngineSettingsError, ArtifactKeyError, ReplicaError) as err:
@@ -231,8 +244,13 @@ def fetch(plan: StartPlan, s3) -> str:
         if plan.quantized_checkpoint is not None:
             location, path = plan.quantized_checkpoint
             download_prefix(s3, location, path)
+        # The build the pointer names (`make index UPLOAD=` writes it last), else the prefix itself.
+        build = current_build(s3, plan.index)
+        index_location = build.location if build is not None else plan.index
         shutil.rmtree(plan.index_dir, ignore_errors=True)
-        download_prefix(s3, plan.index, plan.index_dir)
+        download_prefix(s3, index_location, plan.index_dir)
+        if build is not None:
+            check_build_manifest(plan.index_dir, build)
         manifest = verify_files(plan.index_dir)
     except FetchError as err:
         raise StartError(str(err)) from None
@@ -240,9 +258,48 @@ def fetch(plan: StartPlan, s3) -> str:
         raise StartError(f"catalog index from {plan.index}: {err}") from None
     index_note = (
         f"catalog index: {manifest['products']:,} products from {manifest.get('catalog')} "
+        f"({index_location}) "
         f"(sha256 {str(manifest.get('catalog_sha256'))[:12]}) verified"
     )
     return f"weights: {weights} from {plan.weights} into {plan.model_dir}; {artifacts_note}; {index_note}"
+
+
+# NeuronCores per /dev/neuronN device: Inf2 and Trn1 chips have 2; a Trn2 chip has 8 physical cores, shown as
+# 8 / NEURON_LOGICAL_NC_CONFIG logical ones (default 2, so 4).
+CORES_PER_DEVICE = {"inf2": 2, "trn1": 2}
+TRN2_PHYSICAL_CORES = 8
+_NEURON_DEVICE = re.compile(r"^neuron\d+$")
+
+
+def neuron_cores_present(device_dir: Path, target: str, environ: Mapping[str, str]) -> int:
+    """NeuronCores this container can use: its /dev/neuronN devices (the task definition maps them)."""
+    try:
+        devices = sum(1 for entry in device_dir.iterdir() if _NEURON_DEVICE.match(entry.name))
+    except OSError:
+        devices = 0
+    if target in CORES_PER_DEVICE:
+        return devices * CORES_PER_DEVICE[target]
+    raw = environ.get("NEURON_LOGICAL_NC_CONFIG", "2").strip() or "2"
+    if raw not in {"1", "2"}:
+        raise StartError(f"NEURON_LOGICAL_NC_CONFIG: must be 1 or 2, got {raw!r}")
+    return devices * (TRN2_PHYSICAL_CORES // int(raw))
+
+
+def check_replicas_fit(plan: StartPlan, cores_present: int) -> None:
+    """StartError unless REPLICAS_PER_HOST engines of the plan's tensor-parallel degree fit the cores here:
+    a replica without its cores fails only minutes later, deep in the Neuron runtime."""
+    needed = plan.replicas * plan.inputs.tensor_parallel
+    if cores_present == 0:
+        raise StartError(
+            "no Neuron devices (/dev/neuronN) in this container; the task definition must map the host's "
+            "devices (linuxParameters.devices)"
+        )
+    if needed > cores_present:
+        raise StartError(
+            f"REPLICAS_PER_HOST ({plan.replicas}) x tensor parallel ({plan.inputs.tensor_parallel}) needs "
+            f"{needed} NeuronCores, this host has {cores_present} ({plan.inputs.hardware_target}); lower "
+            "REPLICAS_PER_HOST or ENGINE_TENSOR_PARALLEL_SIZE"
+        )
 
 
 def set_replicas(plan: StartPlan) -> None:
@@ -257,8 +314,10 @@ def set_replicas(plan: StartPlan) -> None:
 def describe(plan: StartPlan) -> str:
     variables = " ".join(f"{name}={shlex.quote(value)}" for name, value in sorted(plan.environment.items()))
     tensor_parallel = plan.inputs.tensor_parallel
+    toolchain = ", ".join(f"{package} {version}" for package, version in plan.inputs.toolchain)
     return (
         f"artifact key: {plan.key}\n"
+        f"hardware target: {plan.inputs.hardware_target}; toolchain: {toolchain}\n"
         f"engine replicas: {plan.replicas} x tensor parallel {tensor_parallel} "
         f"(NeuronCores 0-{plan.replicas * tensor_parallel - 1})\n"
         f"exec: {variables} {shlex.join(plan.command)}"
@@ -271,6 +330,8 @@ def main(
     *,
     s3_client: Callable[[], Any] | None = None,
     exec_fn: Callable[[str, list[str], dict[str, str]], None] = os.execve,
+    toolchain: tuple[tuple[str, str], ...] | None = None,
+    device_dir: Path = Path("/dev"),
 ) -> int:
     parser = argparse.ArgumentParser(prog="entrypoint", description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print the plan; no AWS calls, no exec")
@@ -282,13 +343,15 @@ def main(
     args = parser.parse_args(argv)
     environ = dict(os.environ if environ is None else environ)
     try:
-        plan = plan_start(environ)
+        plan = plan_start(environ, toolchain=toolchain)
         if args.print_manifest:
             print(json.dumps(completion_manifest(plan.inputs), indent=1))
             return 0
         if args.dry_run:
             print(describe(plan))
             return 0
+        # Before gigabytes are downloaded: the replicas must fit the cores this host has.
+        check_replicas_fit(plan, neuron_cores_present(device_dir, plan.inputs.hardware_target, environ))
         if s3_client is None:
             import boto3
 

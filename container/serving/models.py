@@ -40,12 +40,16 @@ class AssistantModel(StreamingModel):
         except CatalogIndexError as err:
             raise ModelLoadError(f"{self.model_name}: cannot open the catalog index: {err}") from None
         self.chat = ChatFormat.load(settings.get("tokenizer") or settings["model"])
+        self.max_model_len = int(settings["max_model_len"])
+        self.sampling_platform = _sampling_platform()
         print(
-            f"{self.model_name}: {self.index.describe()}; prompt format: {self.chat.describe()}", flush=True
+            f"{self.model_name}: {self.index.describe()}; prompt format: {self.chat.describe()}; "
+            f"sampling keys of platform {self.sampling_platform.name}",
+            flush=True,
         )
 
     def parse(self, request) -> ServingRequest:
-        from assistant.request import parse_request
+        from assistant.request import build_sampling_params, parse_request
         from serving.stock_compat import flags
 
         inputs = read_inputs(self.pb, request, INPUTS + ADDITIONAL_OUTPUTS)
@@ -55,26 +59,56 @@ class AssistantModel(StreamingModel):
             inputs["sampling_parameters"],
             inputs["exclude_input_in_output"],
             limits=self.limits,
+            platform=self.sampling_platform,
         )
+        sampling = parsed.sampling.engine_kwargs()
+        build_sampling_params(sampling)  # vLLM's own checks now, so the engine never refuses a request
         return ServingRequest(
             text=parsed.text,
             stream=parsed.stream,
             prepend_input=not parsed.exclude_input_in_output,
-            sampling=parsed.sampling.engine_kwargs(),
+            sampling=sampling,
             returns=flags(inputs),
         )
 
     def prepare(self, text: str) -> PreparedRequest:
-        return prepare_request(text, self.index, self.chat)
+        from assistant.request import check_prompt_fits
+
+        prepared = prepare_request(text, self.index, self.chat)
+        # The engine refuses a prompt longer than max_model_len only once it has the request, as an
+        # internal error: count here and answer the client's mistake as one (RequestError is INVALID_ARG).
+        check_prompt_fits(prepared.prompt, self.chat.prompt_tokens, self.max_model_len)
+        return prepared
+
+
+def _sampling_platform():
+    from assistant.sampling_platforms import active_engine_platform, resolve_platform
+
+    try:
+        return resolve_platform(os.environ, active_engine_platform())
+    except ValueError as err:
+        raise ModelLoadError(str(err)) from None
 
 
 class PassthroughModel(StreamingModel):
-    """What Triton's stock vLLM backend does: the text goes to the engine as it is, any vLLM sampling key."""
+    """What Triton's stock vLLM backend does: the text goes to the engine as it is, any vLLM sampling key
+    the engine's platform honours."""
+
+    def load_steps(self, settings: dict[str, Any]) -> None:
+        from transformers import AutoTokenizer
+
+        self.sampling_platform = _sampling_platform()
+        self.max_model_len = int(settings["max_model_len"])
+        tokenizer = AutoTokenizer.from_pretrained(settings.get("tokenizer") or settings["model"])
+        self.count_prompt_tokens = lambda text: len(tokenizer.encode(text))
+        # The most bytes one token stands for (special tokens included), for the no-tokenizing bound.
+        self.max_token_bytes = max(
+            len(tokenizer.convert_tokens_to_string([token]).encode("utf-8")) or 1
+            for token in tokenizer.get_vocab()
+        )
 
     def parse(self, request) -> ServingRequest:
-        from vllm import SamplingParams
-
-        from assistant.request import RequestError, RequestLimits, parse_text
+        from assistant.request import RequestError, RequestLimits, build_sampling_params, parse_text
         from serving.stock_compat import flags, prepend_input, sampling_kwargs
 
         inputs = read_inputs(self.pb, request, INPUTS + ADDITIONAL_OUTPUTS)
@@ -89,14 +123,27 @@ class PassthroughModel(StreamingModel):
             raw = request.parameters()
         try:
             sampling = sampling_kwargs(raw)
-            SamplingParams(**sampling)  # vLLM's own checks (ranges, combinations), before the engine sees it
         except RequestError:
             raise
-        except Exception as err:
+        except Exception as err:  # e.g. a structured_outputs object vLLM refuses
             raise RequestError(f"sampling_parameters: {err}") from None
+        refusal = self.sampling_platform.refusal(sampling)
+        if refusal is not None:
+            raise RequestError(f"sampling_parameters.{refusal[0]}: {refusal[1]}")
+        build_sampling_params(sampling)  # vLLM's own checks (ranges, combinations), before the engine
         return ServingRequest(
             text=text, stream=stream, prepend_input=prepend, sampling=sampling, returns=flags(inputs)
         )
 
     def prepare(self, text: str) -> PreparedRequest:
+        from assistant.request import check_prompt_fits
+
+        # The engine would refuse it as an internal error; refuse it here as the client's (INVALID_ARG).
+        check_prompt_fits(
+            text,
+            self.count_prompt_tokens,
+            self.max_model_len,
+            max_token_bytes=self.max_token_bytes,
+            what="the prompt",
+        )
         return PreparedRequest(prompt=text)

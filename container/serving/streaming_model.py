@@ -214,6 +214,8 @@ class StreamingModel:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
+        from assistant.request import RequestError
+
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         live.on_cancel = lambda: loop.call_soon_threadsafe(task.cancel)
@@ -287,6 +289,9 @@ class StreamingModel:
             else:  # the model is shutting down under this request
                 outcome = "aborted"
                 self._queue_error(live, f"{self.model_name} is shutting down", "UNAVAILABLE")
+        except RequestError as err:  # the request's prompt does not fit the engine: the client's mistake
+            outcome = "rejected"
+            self._queue_error(live, str(err), "INVALID_ARG")
         except Exception as err:  # one request's failure must not take the model down, but a dead engine does
             if self._engine_dead(err):
                 self._engine_died(err)
@@ -443,7 +448,8 @@ class StreamingModel:
         record = request_metrics_record(
             output_tokens=output_tokens,
             input_tokens=input_tokens,
-            failed=outcome == "failed",
+            # Rejected requests (client mistakes) stay out of the error share: RequestRejected instead.
+            failed=None if outcome == "rejected" else outcome == "failed",
             ttft_ms=ttft_ms,
             slow_first_token_ms=self.slo_ms,
             dimensions=self.emf_dimensions,

@@ -232,3 +232,15 @@ def test_builder_refuses_ambiguous_members(metrics: list, properties: dict | Non
         emf_record(
             namespace="N", dimensions=DIMENSIONS, metrics=metrics, timestamp_ms=0, properties=properties
         )
+
+
+def test_a_rejected_request_stays_out_of_the_error_share() -> None:
+    record = _record(ttft_ms=None, failed=None, input_tokens=None)
+    assert "RequestFailed" not in _names(record) and "RequestFailed" not in record
+    assert record["RequestRejected"] == 1 and "RequestRejected" in _names(record)
+
+
+@pytest.mark.parametrize("failed", [True, False])
+def test_an_accepted_request_counts_in_the_error_share(failed: bool) -> None:
+    record = _record(ttft_ms=None, failed=failed, input_tokens=None)
+    assert record["RequestFailed"] == int(failed) and "RequestRejected" not in record

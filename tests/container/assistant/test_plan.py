@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assistant.plan import MAX_SEARCH_TERMS, MAX_TOP_K, TOP_K_BY_INTENT, Intent, QueryPlan, plan_query
@@ -185,3 +186,67 @@ def test_a_size_is_not_a_price_cap() -> None:
 def test_cheapest_sorts_by_price(text: str) -> None:
     plan = plan_query(text, catalog_words)
     assert plan.sort_by_price and plan.search_query == "hiking boots"
+
+
+@pytest.mark.parametrize(
+    ("text", "max_price", "currency", "search_query"),
+    [
+        ("gaming laptop under $1,500", 1500.0, "USD", "gaming laptop"),
+        ("laptop under $1,500.99", 1500.99, "USD", "laptop"),
+        ("camera below $ 12,000", 12000.0, "USD", "camera"),
+        ("laptop under 1,500 budget", 1500.0, None, "laptop"),
+        ("tent under €200", 200.0, "EUR", "tent"),
+        ("boots under 150€", 150.0, "EUR", "boots"),
+        ("laptop under 1,500 euros", 1500.0, "EUR", "laptop"),
+        ("jacket under £1,200", 1200.0, "GBP", "jacket"),
+        ("tv under 2,000 pounds sterling", 2000.0, "GBP", "tv"),
+        ("laptop\tunder\n\n$1,500", 1500.0, "USD", "laptop"),
+        # A comma that is not a thousands separator is no amount at all, rather than a wrong one.
+        ("headphones under 1,50 budget", None, None, "headphones 1 50"),
+        ("tent under 4 pounds", None, None, "tent 4 pounds"),
+    ],
+)
+def test_prices_with_separators_and_currency_signs(
+    text: str, max_price: float | None, currency: str | None, search_query: str
+) -> None:
+    plan = plan_query(text)
+    assert (plan.max_price, plan.price_currency, plan.search_query) == (max_price, currency, search_query)
+
+
+# ---- planning cost on hostile input: the plan runs on the engine loop that serves every stream ----
+PLANNING_BUDGET_S = 0.005
+_HOSTILE_PIECES = ["<", " ", "\t", "\n", "under", "less than", "$", "€", "1", ",", "0", ".", "k", "max"]
+
+
+def _planning_seconds(text: str) -> float:
+    """The least CPU time of a few runs: thread time ignores the waits a loaded shared machine adds, and
+    the least of several ignores a run that lost its cache to a neighbour."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.thread_time()
+        plan_query(text)
+        best = min(best, time.thread_time() - started)
+    return best
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<" + " " * 3_999,
+        "under" + " " * 3_990 + "x",
+        "< $" + " " * 3_990,
+        "under\t" * 600,
+        "< " * 2_000,
+        "1," * 2_000,
+        "under $" + "1" * 3_990,
+        "<" + " \t\n" * 1_300 + "$" + " " * 50,
+    ],
+)
+def test_hostile_prices_plan_within_budget(text: str) -> None:
+    assert _planning_seconds(text) < PLANNING_BUDGET_S
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(_HOSTILE_PIECES), min_size=200, max_size=2_000))
+def test_any_mix_of_price_pieces_plans_within_budget(pieces: list[str]) -> None:
+    assert _planning_seconds("".join(pieces)[:4_000]) < PLANNING_BUDGET_S

@@ -12,8 +12,17 @@ from assistant.request import (
     RequestError,
     RequestLimits,
     SamplingSettings,
+    build_sampling_params,
+    check_prompt_fits,
     parse_request,
     parse_sampling,
+)
+from assistant.sampling_platforms import (
+    CPU,
+    NEURON,
+    SamplingPlatform,
+    active_engine_platform,
+    resolve_platform,
 )
 
 LIMITS = RequestLimits()
@@ -64,7 +73,6 @@ def test_every_supported_key_reaches_the_engine() -> None:
         "repetition_penalty": 1.1,
         "stop": ["\n\n", "END"],
         "seed": 42,
-        "ignore_eos": True,
     }
     assert _parse(sampling=json.dumps(settings)).sampling.engine_kwargs() == settings
     assert set(settings) == set(SamplingSettings.model_fields)
@@ -142,7 +150,15 @@ def test_defaults_and_disabled_values_are_left_to_the_engine(sampling: str, expe
             "sampling_parameters.stop: must hold at most 4",
         ),
         ({"sampling": '{"stop": ""}'}, "sampling_parameters.stop: each sequence must be 1 to 64 characters"),
-        ({"sampling": '{"ignore_eos": "maybe"}'}, "sampling_parameters.ignore_eos: must be true or false"),
+        ({"sampling": '{"ignore_eos": true}'}, "sampling_parameters.ignore_eos: not settable on this model"),
+        (
+            {"sampling": '{"max_tokens": 8, "min_tokens": 9}'},
+            "sampling_parameters.min_tokens: must not exceed max_tokens (8), got 9",
+        ),
+        (
+            {"sampling": '{"min_tokens": 300}'},
+            "sampling_parameters.min_tokens: must not exceed max_tokens (256), got 300",
+        ),
         (
             {"sampling": '{"n": 2}'},
             "sampling_parameters.n: unknown key; allowed keys are max_tokens, min_tokens",
@@ -249,3 +265,122 @@ def test_arbitrary_sampling_objects_never_escape_as_other_errors(settings: dict)
         kwargs = sampling.engine_kwargs()
         assert 1 <= kwargs["max_tokens"] <= LIMITS.max_tokens_limit
         assert set(kwargs) <= set(SamplingSettings.model_fields)
+
+
+# ---- what the engine's platform honours (vllm-neuron samples on the device: temperature, top_p, top_k) ----
+@pytest.mark.parametrize(
+    ("sampling", "message"),
+    [
+        ('{"min_p": 0.1}', "sampling_parameters.min_p: not supported on neuron"),
+        ('{"presence_penalty": 0.5}', "sampling_parameters.presence_penalty: not supported on neuron"),
+        ('{"frequency_penalty": 0.5}', "sampling_parameters.frequency_penalty: not supported on neuron"),
+        ('{"repetition_penalty": 1.2}', "sampling_parameters.repetition_penalty: not supported on neuron"),
+        ('{"seed": 7}', "sampling_parameters.seed: not supported on neuron"),
+        ('{"min_tokens": 4}', "sampling_parameters.min_tokens: not supported on neuron"),
+        ('{"top_k": 257}', "sampling_parameters.top_k: must be at most 256 on neuron"),
+    ],
+)
+def test_keys_neuron_would_ignore_are_refused_there(sampling: str, message: str) -> None:
+    with pytest.raises(RequestError, match=f"^{message}"):
+        parse_sampling(sampling, LIMITS, NEURON)
+    parse_sampling(sampling, LIMITS, CPU)  # vLLM's own sampler on the CPU honours every one
+
+
+def test_neuron_takes_what_its_sampler_uses_and_neutral_values_of_the_rest() -> None:
+    sampling = '{"temperature": 0.7, "top_p": 0.9, "top_k": 256, "max_tokens": 32, "stop": ["END"], '
+    sampling += '"min_p": 0, "repetition_penalty": 1.0, "min_tokens": 0, "top_k": 256}'
+    assert parse_sampling(sampling, LIMITS, NEURON).engine_kwargs() == {
+        "max_tokens": 32,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "top_k": 256,
+        "stop": ["END"],
+        "min_p": 0.0,
+        "min_tokens": 0,
+        "repetition_penalty": 1.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("environ", "engine_platform", "expected"),
+    [
+        ({}, "vllm.platforms.cpu", CPU),
+        ({}, "vllm_neuron.platform", NEURON),
+        ({"NEURON_ON_DEVICE_SAMPLING_DISABLED": "1"}, "vllm_neuron.platform", CPU),
+        ({"SAMPLING_PLATFORM": "neuron"}, "vllm.platforms.cpu", NEURON),
+    ],
+)
+def test_the_platform_comes_from_the_engine_unless_set(
+    environ: dict, engine_platform: str, expected: SamplingPlatform
+) -> None:
+    assert resolve_platform(environ, engine_platform) is expected
+
+
+def test_an_unknown_platform_setting_names_the_variable() -> None:
+    with pytest.raises(ValueError, match="SAMPLING_PLATFORM: must be one of cpu, neuron, got 'tpu'"):
+        resolve_platform({"SAMPLING_PLATFORM": "tpu"}, "vllm.platforms.cpu")
+
+
+def test_the_live_engine_platform_here_is_cpu() -> None:
+    assert resolve_platform({}, active_engine_platform()) is CPU
+
+
+# ---- vLLM's own checks and the prompt's length, before the engine ----
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"max_tokens": 4, "min_tokens": 5}, "min_tokens must be less than or equal to max_tokens=4"),
+        ({"n": 0}, "n must be at least 1"),
+        ({"stop": [""]}, "stop cannot contain an empty string"),
+    ],
+)
+def test_vllm_refusals_are_request_errors(kwargs: dict, fragment: str) -> None:
+    with pytest.raises(RequestError, match=f"^sampling_parameters: .*{fragment}"):
+        build_sampling_params(kwargs)
+
+
+def test_valid_keys_build_vllm_sampling_params() -> None:
+    params = build_sampling_params({"max_tokens": 9, "temperature": 0.3, "stop": ["END"]})
+    assert (params.max_tokens, params.temperature, params.stop) == (9, 0.3, ["END"])
+
+
+def test_a_short_prompt_is_not_tokenized_again() -> None:
+    def count(text: str) -> int:
+        raise AssertionError("tokenized")
+
+    assert check_prompt_fits("x" * 2_000, count, max_model_len=2_048) is None
+
+
+@pytest.mark.parametrize(("tokens", "fits"), [(2_047, True), (2_048, False), (9_000, False)])
+def test_a_prompt_must_leave_room_for_a_token(tokens: int, fits: bool) -> None:
+    prompt = "word " * 2_000
+    if fits:
+        assert check_prompt_fits(prompt, lambda text: tokens, max_model_len=2_048) == tokens
+    else:
+        with pytest.raises(RequestError, match=f"^text_input: the prompt it makes is {tokens} tokens, at or"):
+            check_prompt_fits(prompt, lambda text: tokens, max_model_len=2_048)
+
+
+@given(st.text(max_size=300), st.integers(min_value=3, max_value=400))
+def test_skipping_the_count_never_lets_a_long_prompt_through(prompt: str, max_model_len: int) -> None:
+    """A byte-level tokenizer's worst case is a token per byte, plus BOS and EOS."""
+
+    def worst_case(text: str) -> int:
+        return len(text.encode("utf-8")) + 2
+
+    try:
+        counted = check_prompt_fits(prompt, worst_case, max_model_len)
+    except RequestError:
+        return
+    assert (counted if counted is not None else worst_case(prompt)) < max_model_len
+
+
+def test_a_prompt_too_big_for_any_tokenization_is_refused_without_tokenizing() -> None:
+    def count(text: str) -> int:
+        raise AssertionError("tokenized")
+
+    with pytest.raises(RequestError, match=r"^text_input: the prompt is 20481 bytes, more than the model's"):
+        check_prompt_fits("x" * 20_481, count, max_model_len=2_048, max_token_bytes=10, what="the prompt")
+    assert (
+        check_prompt_fits("x" * 20_480, lambda text: 2_000, max_model_len=2_048, max_token_bytes=10) == 2_000
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import json
 
 import pytest
@@ -14,11 +15,19 @@ from entrypoint.artifact_key import (
     check_manifest,
     compile_inputs,
     completion_manifest,
+    installed_toolchain,
 )
 
+TOOLCHAIN = (
+    ("neuronx-cc", "2.23.6484.0"),
+    ("neuronx-distributed-inference", "0.7.15063"),
+    ("torch-neuronx", "2.9.0.2.12.22436"),
+    ("vllm", "0.13.0"),
+    ("vllm-neuron", "0.3.0"),
+)
 BASE = CompileInputs(
-    neuron_sdk="2.28.0",
-    compiler_version="2.23.6484.0",
+    hardware_target="inf2",
+    toolchain=TOOLCHAIN,
     model="meta-llama/Llama-3.1-8B-Instruct",
     model_revision="0e9e39f",
     tensor_parallel=24,
@@ -32,8 +41,8 @@ BASE = CompileInputs(
     speculation="",
 )
 CHANGES = {
-    "neuron_sdk": "2.27.1",
-    "compiler_version": "2.23.6485.0",
+    "hardware_target": "trn1",
+    "toolchain": (("neuronx-cc", "2.23.6484.0"), ("neuronx-distributed-inference", "0.7.15064")),
     "model": "meta-llama/Llama-3.1-70B-Instruct",
     "model_revision": "deadbee",
     "tensor_parallel": 32,
@@ -56,7 +65,7 @@ CHANGES = {
 def test_key_is_stable_and_readable() -> None:
     key = artifact_key(BASE)
     assert key == artifact_key(dataclasses.replace(BASE))
-    assert key.startswith("llama-3-1-8b-instruct-sdk2.28.0-tp24-len4096-seqs32-")
+    assert key.startswith("llama-3-1-8b-instruct-inf2-cc2.23.6484.0-tp24-len4096-seqs32-")
     assert len(key.rsplit("-", 1)[1]) == 16
 
 
@@ -82,11 +91,15 @@ SETTINGS = {
         }
     },
 }
-ENVIRON = {"NEURON_SDK_VERSION": "2.28.0", "NEURON_CC_VERSION": "2.23.6484.0", "MODEL_ID": "org/model"}
+ENVIRON = {"INSTANCE_TYPE": "inf2.48xlarge", "MODEL_ID": "org/model"}
+
+
+def inputs_of(settings: dict, environ: dict) -> CompileInputs:
+    return compile_inputs(settings, environ, TOOLCHAIN)
 
 
 def test_inputs_come_from_engine_settings_and_toolchain_variables() -> None:
-    inputs = compile_inputs(SETTINGS, {**ENVIRON, "NEURON_CC_FLAGS": "-O1  --auto-cast=none"})
+    inputs = inputs_of(SETTINGS, {**ENVIRON, "NEURON_CC_FLAGS": "-O1  --auto-cast=none"})
     assert inputs.tensor_parallel == 24
     assert inputs.context_buckets == (512, 4096)  # order-insensitive: the compiler sorts them too
     assert inputs.compiler_flags == ("-O1", "--auto-cast=none")
@@ -105,16 +118,16 @@ def test_int8_weight_only_quantization_is_part_of_the_key() -> None:
         },
     }
     environ = {**ENVIRON, "QUANTIZED_CHECKPOINT_REVISION": "q1"}
-    assert compile_inputs(quantized, environ).quantization == "per_channel_symmetric:int8"
+    assert inputs_of(quantized, environ).quantization == "per_channel_symmetric:int8"
 
 
 def test_speculative_decoding_is_part_of_the_key_whatever_its_key_order() -> None:
     eagle = {"method": "eagle", "model": "/opt/models/weights/draft", "num_speculative_tokens": 4}
     reordered = dict(reversed(list(eagle.items())))
     environ = {**ENVIRON, "DRAFT_MODEL_REVISION": "d1"}
-    plain = compile_inputs({**SETTINGS, "speculative_config": None}, environ)
-    with_eagle = compile_inputs({**SETTINGS, "speculative_config": eagle}, environ)
-    as_string = compile_inputs({**SETTINGS, "speculative_config": json.dumps(reordered)}, environ)
+    plain = inputs_of({**SETTINGS, "speculative_config": None}, environ)
+    with_eagle = inputs_of({**SETTINGS, "speculative_config": eagle}, environ)
+    as_string = inputs_of({**SETTINGS, "speculative_config": json.dumps(reordered)}, environ)
     assert plain.speculation == ""
     assert with_eagle.speculation == as_string.speculation != ""
     assert artifact_key(with_eagle) != artifact_key(plain)
@@ -124,7 +137,12 @@ def test_speculative_decoding_is_part_of_the_key_whatever_its_key_order() -> Non
     ("settings", "environ", "message"),
     [
         (SETTINGS, {**ENVIRON, "MODEL_ID": ""}, "MODEL_ID must be set"),
-        (SETTINGS, {"MODEL_ID": "m"}, "NEURON_SDK_VERSION, NEURON_CC_VERSION must be set"),
+        (SETTINGS, {"MODEL_ID": "m"}, "INSTANCE_TYPE must be set"),
+        (
+            SETTINGS,
+            {**ENVIRON, "INSTANCE_TYPE": "m7i.4xlarge"},
+            "'m7i.4xlarge' is not a Neuron instance type",
+        ),
         ({**SETTINGS, "tensor_parallel_size": 0}, ENVIRON, "tensor_parallel_size: must be a whole number"),
         ({**SETTINGS, "max_num_seqs": "32"}, ENVIRON, "max_num_seqs: must be a whole number"),
         (
@@ -146,7 +164,7 @@ def test_speculative_decoding_is_part_of_the_key_whatever_its_key_order() -> Non
 )
 def test_bad_inputs_name_the_setting(settings, environ, message) -> None:
     with pytest.raises(ArtifactKeyError, match=message):
-        compile_inputs(settings, environ)
+        inputs_of(settings, environ)
 
 
 def test_any_neuron_override_changes_the_key() -> None:
@@ -155,23 +173,23 @@ def test_any_neuron_override_changes_the_key() -> None:
         **SETTINGS,
         "additional_config": {"override_neuron_config": {**neuron, "sequence_parallel_enabled": True}},
     }
-    assert artifact_key(compile_inputs(other, ENVIRON)) != artifact_key(compile_inputs(SETTINGS, ENVIRON))
+    assert artifact_key(inputs_of(other, ENVIRON)) != artifact_key(inputs_of(SETTINGS, ENVIRON))
 
 
 def test_a_quantized_model_needs_its_checkpoint_revision() -> None:
     neuron = SETTINGS["additional_config"]["override_neuron_config"]
     quantized = {**SETTINGS, "additional_config": {"override_neuron_config": {**neuron, "quantized": True}}}
     with pytest.raises(ArtifactKeyError, match="QUANTIZED_CHECKPOINT_REVISION"):
-        compile_inputs(quantized, ENVIRON)
-    first = compile_inputs(quantized, {**ENVIRON, "QUANTIZED_CHECKPOINT_REVISION": "q1"})
-    second = compile_inputs(quantized, {**ENVIRON, "QUANTIZED_CHECKPOINT_REVISION": "q2"})
+        inputs_of(quantized, ENVIRON)
+    first = inputs_of(quantized, {**ENVIRON, "QUANTIZED_CHECKPOINT_REVISION": "q1"})
+    second = inputs_of(quantized, {**ENVIRON, "QUANTIZED_CHECKPOINT_REVISION": "q2"})
     assert artifact_key(first) != artifact_key(second)
 
 
 def test_a_draft_model_needs_its_revision() -> None:
     eagle = {**SETTINGS, "speculative_config": {"method": "eagle", "model": "/opt/models/weights/draft"}}
     with pytest.raises(ArtifactKeyError, match="DRAFT_MODEL_REVISION"):
-        compile_inputs(eagle, ENVIRON)
+        inputs_of(eagle, ENVIRON)
 
 
 def test_a_manifest_is_accepted_only_for_its_own_inputs() -> None:
@@ -181,3 +199,39 @@ def test_a_manifest_is_accepted_only_for_its_own_inputs() -> None:
         check_manifest(manifest, dataclasses.replace(BASE, tensor_parallel=32))
     with pytest.raises(ArtifactKeyError, match="other compile inputs"):
         check_manifest({**manifest, "inputs": {**manifest["inputs"], "dtype": "float16"}}, BASE)
+
+
+def test_inf2_and_trn1_at_the_same_tensor_parallel_degree_have_their_own_keys() -> None:
+    inf2 = inputs_of(SETTINGS, {**ENVIRON, "INSTANCE_TYPE": "inf2.48xlarge"})
+    trn1 = inputs_of(SETTINGS, {**ENVIRON, "INSTANCE_TYPE": "trn1.32xlarge"})
+    assert inf2.tensor_parallel == trn1.tensor_parallel
+    assert "-inf2-" in artifact_key(inf2) and "-trn1-" in artifact_key(trn1)
+    assert artifact_key(inf2) != artifact_key(trn1)
+    # One chip, one key: trn1n hosts share trn1's graphs, every inf2 size shares inf2's.
+    assert inputs_of(SETTINGS, {**ENVIRON, "INSTANCE_TYPE": "trn1n.32xlarge"}) == trn1
+    assert inputs_of(SETTINGS, {**ENVIRON, "INSTANCE_TYPE": "inf2.8xlarge"}) == inf2
+
+
+def test_the_toolchain_is_read_from_the_installed_packages() -> None:
+    installed = {"neuronx-cc": "2.23.6484.0", "torch-neuronx": "2.9.0.2.12.22436", "vllm": "0.13.0"}
+
+    def version_of(package: str) -> str:
+        if package not in installed:
+            raise importlib.metadata.PackageNotFoundError(package)
+        return installed[package]
+
+    assert installed_toolchain(version_of) == tuple(sorted(installed.items()))
+
+
+def test_an_image_without_the_compiler_cannot_key_artifacts() -> None:
+    def nothing_installed(package: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(package)
+
+    with pytest.raises(ArtifactKeyError, match="image: neuronx-cc is not installed"):
+        installed_toolchain(nothing_installed)
+
+
+def test_this_machine_has_no_neuron_compiler() -> None:
+    """The real package lookup: without neuronx-cc here, the start refuses rather than inventing a key."""
+    with pytest.raises(ArtifactKeyError, match="neuronx-cc is not installed"):
+        installed_toolchain()

@@ -14,8 +14,8 @@ from assistant.catalog import generate_catalog, write_catalog
 from assistant.retrieve import MANIFEST_NAME as INDEX_MANIFEST
 from assistant.retrieve import build_index
 from entrypoint.artifact_key import MANIFEST_NAME, artifact_key, compile_inputs, completion_manifest
-from entrypoint.s3_fetch import S3Location, upload_folder
-from entrypoint.start import main, plan_start
+from entrypoint.s3_fetch import S3Location, upload_build, upload_folder
+from entrypoint.start import main, neuron_cores_present, plan_start
 from serving.engine_settings import engine_settings
 
 REPOSITORY = Path(__file__).resolve().parents[3] / "container" / "model_repository"
@@ -44,8 +44,7 @@ def environ(repository: Path, tmp_path: Path) -> dict[str, str]:
         "CATALOG_INDEX_S3_URI": f"s3://{BUCKET}/catalog-index/",
         "ASSISTANT_INDEX_DIR": str(tmp_path / "index"),
         "REPLICAS_PER_HOST": "3",
-        "NEURON_SDK_VERSION": "2.28.0",
-        "NEURON_CC_VERSION": "2.23.6484.0",
+        "INSTANCE_TYPE": "inf2.48xlarge",
         "MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct",
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "testing",
@@ -53,9 +52,29 @@ def environ(repository: Path, tmp_path: Path) -> dict[str, str]:
     }
 
 
+# What the serving image's packages report (this machine has no Neuron SDK: its lookup refuses to key).
+TOOLCHAIN = (("neuronx-cc", "2.23.6484.0"), ("torch-neuronx", "2.9.0.2.12.22436"), ("vllm", "0.13.0"))
+INF2_48XLARGE_DEVICES = 12
+
+
+@pytest.fixture()
+def devices(tmp_path: Path) -> Path:
+    """The /dev of a container on an inf2.48xlarge with every Neuron device mapped (24 NeuronCores)."""
+    folder = tmp_path / "dev"
+    folder.mkdir()
+    for number in range(INF2_48XLARGE_DEVICES):
+        (folder / f"neuron{number}").touch()
+    (folder / "null").touch()
+    return folder
+
+
+def start(argv: list[str], environ: dict[str, str], devices: Path | None = None, **kwargs) -> int:
+    return main(argv, environ, toolchain=TOOLCHAIN, device_dir=devices or Path("/nonexistent"), **kwargs)
+
+
 def expected_inputs(environ: dict[str, str]):
     model_json = Path(environ["MODEL_REPOSITORY"]) / "assistant" / "1" / "model.json"
-    return compile_inputs(engine_settings(model_json, environ), environ)
+    return compile_inputs(engine_settings(model_json, environ), environ, TOOLCHAIN)
 
 
 def expected_key(environ: dict[str, str]) -> str:
@@ -72,7 +91,7 @@ def put_artifacts(s3, environ: dict[str, str], *, manifest: dict | None = None) 
 
 
 def test_dry_run_prints_key_variables_and_command(environ, capsys) -> None:
-    assert main(["--dry-run"], {**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "32"}) == 0
+    assert start(["--dry-run"], {**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "32"}) == 0
     out = capsys.readouterr().out
     key = expected_key({**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "32"})
     assert f"artifact key: {key}" in out and "-tp32-" in key
@@ -84,14 +103,14 @@ def test_dry_run_prints_key_variables_and_command(environ, capsys) -> None:
 
 
 def test_instance_type_override_changes_the_key(environ) -> None:
-    inf2 = plan_start({**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "24"})
-    trn1 = plan_start({**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "32"})
+    inf2 = plan_start({**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "24"}, toolchain=TOOLCHAIN)
+    trn1 = plan_start({**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "32"}, toolchain=TOOLCHAIN)
     assert inf2.key != trn1.key
     assert "NEURON_RT_VISIBLE_CORES" not in inf2.environment, "each replica pins its own cores"
 
 
 def test_print_manifest_is_what_the_host_accepts(environ, capsys) -> None:
-    assert main(["--print-manifest"], environ) == 0
+    assert start(["--print-manifest"], environ) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(
         json.dumps(completion_manifest(expected_inputs(environ)))
     )
@@ -104,7 +123,7 @@ def test_print_manifest_is_what_the_host_accepts(environ, capsys) -> None:
         ({"CATALOG_INDEX_S3_URI": ""}, "CATALOG_INDEX_S3_URI must be set"),
         ({"REPLICAS_PER_HOST": "0"}, "REPLICAS_PER_HOST: must be a whole number of at least 1"),
         ({"COMPILED_ARTIFACTS_S3_URI": "bucket/compiled"}, "COMPILED_ARTIFACTS_S3_URI: must be an s3://"),
-        ({"NEURON_SDK_VERSION": ""}, "NEURON_SDK_VERSION"),
+        ({"INSTANCE_TYPE": ""}, "INSTANCE_TYPE must be set"),
         ({"HTTP_PORT": "http"}, "HTTP_PORT: must be a port number"),
         ({"ALLOW_COMPILE": "maybe"}, "ALLOW_COMPILE: must be true or false"),
         ({"ENGINE_MAX_NUM_SEQS": "0"}, "max_num_seqs"),
@@ -112,7 +131,7 @@ def test_print_manifest_is_what_the_host_accepts(environ, capsys) -> None:
     ],
 )
 def test_bad_environment_fails_with_a_clear_message(environ, capsys, change, message) -> None:
-    assert main(["--dry-run"], {**environ, **change}) == 2
+    assert start(["--dry-run"], {**environ, **change}) == 2
     err = capsys.readouterr().err
     assert err.startswith("entrypoint: cannot start:") and message in err
     assert "Traceback" not in err
@@ -134,10 +153,12 @@ def s3(environ, monkeypatch):
         yield client
 
 
-def test_start_fetches_weights_artifacts_and_index_then_execs_triton(environ, s3, tmp_path, capsys) -> None:
+def test_start_fetches_weights_artifacts_and_index_then_execs_triton(
+    environ, s3, devices, tmp_path, capsys
+) -> None:
     key = put_artifacts(s3, environ)
     calls = []
-    code = main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: calls.append(args))
+    code = start([], environ, devices, s3_client=lambda: s3, exec_fn=lambda *args: calls.append(args))
     assert code == 0
     assert (tmp_path / "weights" / "shards" / "model-00001.safetensors").read_bytes() == b"w" * 64
     artifact = tmp_path / "compiled" / key / "model.pt"
@@ -152,44 +173,45 @@ def test_start_fetches_weights_artifacts_and_index_then_execs_triton(environ, s3
     assert "count: 3 kind: KIND_CPU" in config, "one model instance per engine replica"
 
 
-def test_artifacts_without_a_completion_manifest_are_refused(environ, s3, capsys) -> None:
+def test_artifacts_without_a_completion_manifest_are_refused(environ, s3, devices, capsys) -> None:
     key = expected_key(environ)
     s3.put_object(Bucket=BUCKET, Key=f"compiled/{key}/model.pt", Body=b"half a compile")
-    assert main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
+    assert start([], environ, devices, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
     assert f"no {MANIFEST_NAME} written last by the compile job" in capsys.readouterr().err
 
 
-def test_a_manifest_for_other_inputs_is_refused(environ, s3, capsys) -> None:
+def test_a_manifest_for_other_inputs_is_refused(environ, s3, devices, capsys) -> None:
     manifest = completion_manifest(expected_inputs(environ))
     put_artifacts(s3, environ, manifest={**manifest, "inputs": {**manifest["inputs"], "dtype": "float16"}})
-    assert main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
+    assert start([], environ, devices, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
     assert "lists other compile inputs" in capsys.readouterr().err
 
 
-def test_a_corrupted_index_download_fails_the_start(environ, s3, capsys) -> None:
+def test_a_corrupted_index_download_fails_the_start(environ, s3, devices, capsys) -> None:
     put_artifacts(s3, environ)
     listing = s3.list_objects_v2(Bucket=BUCKET, Prefix="catalog-index/")["Contents"]
     victim = next(item["Key"] for item in listing if item["Key"].endswith(".store"))
     s3.put_object(Bucket=BUCKET, Key=victim, Body=b"not the index")
-    assert main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
+    assert start([], environ, devices, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
     assert "does not match the manifest" in capsys.readouterr().err
 
 
-def test_key_miss_refuses_to_compile(environ, s3, capsys) -> None:
+def test_key_miss_refuses_to_compile(environ, s3, devices, capsys) -> None:
     s3.put_object(Bucket=BUCKET, Key="compiled/some-other-key/model.pt", Body=b"neff")
     calls = []
-    assert main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: calls.append(args)) == 2
+    assert start([], environ, devices, s3_client=lambda: s3, exec_fn=lambda *args: calls.append(args)) == 2
     err = capsys.readouterr().err
     assert f"no complete compiled Neuron artifacts for key {expected_key(environ)}" in err
     assert "ALLOW_COMPILE=true" in err
     assert calls == []
 
 
-def test_key_miss_compiles_when_allowed(environ, s3, tmp_path) -> None:
+def test_key_miss_compiles_when_allowed(environ, s3, devices, tmp_path) -> None:
     calls = []
-    code = main(
+    code = start(
         [],
         {**environ, "ALLOW_COMPILE": "true"},
+        devices,
         s3_client=lambda: s3,
         exec_fn=lambda *args: calls.append(args),
     )
@@ -197,8 +219,68 @@ def test_key_miss_compiles_when_allowed(environ, s3, tmp_path) -> None:
     assert (tmp_path / "compiled" / expected_key(environ)).is_dir()
 
 
-def test_missing_weights_fail_the_start(environ, s3, capsys) -> None:
+def test_missing_weights_fail_the_start(environ, s3, devices, capsys) -> None:
     put_artifacts(s3, environ)
     environ = {**environ, "MODEL_S3_URI": f"s3://{BUCKET}/weights/missing"}
-    assert main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
+    assert start([], environ, devices, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
     assert f"s3://{BUCKET}/weights/missing: no objects under this prefix" in capsys.readouterr().err
+
+
+def test_a_fresh_start_says_what_it_keys_on(environ, capsys) -> None:
+    assert start(["--dry-run"], environ) == 0
+    out = capsys.readouterr().out
+    assert "hardware target: inf2; toolchain: neuronx-cc 2.23.6484.0, torch-neuronx" in out
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"REPLICAS_PER_HOST": "4"},
+            "REPLICAS_PER_HOST (4) x tensor parallel (8) needs 32 NeuronCores, this host has 24 (inf2)",
+        ),
+        (
+            {"ENGINE_TENSOR_PARALLEL_SIZE": "32", "REPLICAS_PER_HOST": "1"},
+            "REPLICAS_PER_HOST (1) x tensor parallel (32) needs 32 NeuronCores, this host has 24",
+        ),
+    ],
+)
+def test_replicas_that_do_not_fit_the_host_stop_the_start_before_any_download(
+    environ, devices, capsys, change, message
+) -> None:
+    fetched = []
+    code = start([], {**environ, **change}, devices, s3_client=lambda: fetched.append(1), exec_fn=print)
+    assert code == 2 and fetched == [], "nothing is downloaded for a start that cannot serve"
+    err = capsys.readouterr().err
+    assert err.startswith("entrypoint: cannot start:") and message in err
+
+
+def test_a_container_without_neuron_devices_says_so(environ, tmp_path, capsys) -> None:
+    empty = tmp_path / "empty-dev"
+    empty.mkdir()
+    assert start([], environ, empty, s3_client=lambda: None, exec_fn=print) == 2
+    assert "no Neuron devices (/dev/neuronN) in this container" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("target", "devices_mapped", "lnc", "cores"),
+    [("inf2", 1, None, 2), ("trn1", 16, None, 32), ("trn2", 16, None, 64), ("trn2", 16, "1", 128)],
+)
+def test_neuron_cores_per_device_follow_the_chip(tmp_path, target, devices_mapped, lnc, cores) -> None:
+    for number in range(devices_mapped):
+        (tmp_path / f"neuron{number}").touch()
+    (tmp_path / "neuron_monitor").touch()
+    environ = {} if lnc is None else {"NEURON_LOGICAL_NC_CONFIG": lnc}
+    assert neuron_cores_present(tmp_path, target, environ) == cores
+
+
+def test_the_start_fetches_the_index_build_the_pointer_names(environ, s3, devices, tmp_path, capsys) -> None:
+    """`make index UPLOAD=` builds: the host follows the pointer, not the files left under the prefix."""
+    put_artifacts(s3, environ)
+    catalog = tmp_path / "bigger.jsonl"
+    write_catalog(generate_catalog(70, seed=4), catalog)
+    built = build_index(catalog, tmp_path / "bigger-index")
+    build = upload_build(s3, built.index_dir, S3Location(BUCKET, "catalog-index"), manifest=INDEX_MANIFEST)
+    assert start([], environ, devices, s3_client=lambda: s3, exec_fn=lambda *args: None) == 0
+    out = capsys.readouterr().out
+    assert f"catalog index: 70 products from bigger.jsonl ({build})" in out

@@ -24,8 +24,9 @@ from tests.container.conftest import (
 pytestmark = pytest.mark.serving
 
 MODEL = 'model="assistant",replica="0"'
-# ignore_eos: a random-weight model may end early; these tests need a known number of tokens.
-SHORT = {"max_tokens": 24, "ignore_eos": True, "temperature": 0.8}
+# min_tokens = max_tokens: a random-weight model may end early; these tests need a known number of tokens
+# (ignore_eos is not client-settable on the assistant).
+SHORT = {"max_tokens": 24, "min_tokens": 24, "temperature": 0.8}
 
 
 def settled_metrics(triton: TritonServer) -> dict[str, float]:
@@ -103,7 +104,7 @@ def test_sixteen_concurrent_streams_all_complete(triton: TritonServer) -> None:
         with StreamingClient(triton.grpc_url) as client:
             all_connected.wait(timeout=30)
             started = time.monotonic()
-            result = client.ask(question, sampling={"max_tokens": 48, "ignore_eos": True})
+            result = client.ask(question, sampling={"max_tokens": 48, "min_tokens": 48})
             return started, started + result.total_s, result
 
     with ThreadPoolExecutor(max_workers=len(questions)) as pool:
@@ -121,7 +122,9 @@ def _cancel_after_three_chunks(triton: TritonServer, max_tokens: int) -> tuple[d
     client = StreamingClient(triton.grpc_url)
     try:
         result = client.ask(
-            "hiking boots", sampling={"max_tokens": max_tokens, "ignore_eos": True}, cancel_after_chunks=3
+            "hiking boots",
+            sampling={"max_tokens": max_tokens, "min_tokens": max_tokens},
+            cancel_after_chunks=3,
         )
     finally:
         client.close()
@@ -171,7 +174,7 @@ def test_bad_input_gets_an_error_for_that_request_only(
     def stream_alongside() -> None:
         with StreamingClient(triton.grpc_url) as client:
             long_stream["result"] = client.ask(
-                "trail running shoes", sampling={"max_tokens": 64, "ignore_eos": True}
+                "trail running shoes", sampling={"max_tokens": 64, "min_tokens": 64}
             )
 
     neighbour = threading.Thread(target=stream_alongside)
@@ -284,7 +287,8 @@ def test_a_bad_request_is_counted_but_not_as_a_failure(triton: TritonServer) -> 
     with StreamingClient(triton.grpc_url) as client:
         assert client.ask("", sampling=SHORT).error is not None
     records = wait_for(lambda: request_lines(triton, Outcome="rejected")[seen:])
-    assert records and records[-1]["RequestFailed"] == 0
+    # Outside the error share's denominator: RequestRejected, and no RequestFailed datapoint at all.
+    assert records and records[-1]["RequestRejected"] == 1 and "RequestFailed" not in records[-1]
     assert "InputTokens" not in records[-1], "it never reached the engine"
 
 
@@ -317,7 +321,7 @@ def test_the_host_gauge_sees_streams_in_flight(triton: TritonServer) -> None:
 
     def stream() -> StreamResult:
         with StreamingClient(triton.grpc_url) as client:
-            return client.ask("tent", sampling={"max_tokens": 2_000, "ignore_eos": True}, cancel_after_s=6.0)
+            return client.ask("tent", sampling={"max_tokens": 2_000, "min_tokens": 2_000}, cancel_after_s=6.0)
 
     def busy_lines() -> list[dict]:
         return [
@@ -368,7 +372,7 @@ def test_a_non_streaming_request_is_cancelled_when_its_client_goes(triton: Trito
     try:
         result = client.ask(
             "hiking boots",
-            sampling={"max_tokens": 1_500, "ignore_eos": True},
+            sampling={"max_tokens": 1_500, "min_tokens": 1_500},
             stream=False,
             cancel_after_s=1.0,
         )
@@ -391,7 +395,7 @@ def test_cancel_while_queued_frees_the_slot_without_a_prefill(triton: TritonServ
     def blocker(number: int) -> StreamResult:
         with StreamingClient(triton.grpc_url) as client:  # cancels itself after 12 s
             return client.ask(
-                f"tent {number}", sampling={"max_tokens": 2_000, "ignore_eos": True}, cancel_after_s=12
+                f"tent {number}", sampling={"max_tokens": 2_000, "min_tokens": 2_000}, cancel_after_s=12
             )
 
     with ThreadPoolExecutor(max_workers=slots) as pool:
