@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from entrypoint.admin_api import new_admin_key, redacted, restricted_api_flags
 from entrypoint.artifact_key import (
     MANIFEST_NAME,
     ArtifactKeyError,
@@ -139,6 +140,8 @@ def plan_start(environ: Mapping[str, str]) -> StartPlan:
         f"--grpc-port={_port(environ, 'GRPC_PORT')}",
         f"--metrics-port={_port(environ, 'METRICS_PORT')}",
         "--allow-gpu-metrics=false",
+        # Model load/unload, shared memory, config, logging, trace and statistics behind a fresh key.
+        *restricted_api_flags(new_admin_key()),
         # Streams in flight get time to finish when ECS stops the task (its stopTimeout must be longer).
         "--exit-timeout-secs=110",
     ]
@@ -261,7 +264,7 @@ def describe(plan: StartPlan) -> str:
         f"artifact key: {plan.key}\n"
         f"engine replicas: {plan.replicas} x tensor parallel {tensor_parallel} "
         f"(NeuronCores 0-{plan.replicas * tensor_parallel - 1})\n"
-        f"exec: {variables} {shlex.join(plan.command)}"
+        f"exec: {variables} {shlex.join(redacted(plan.command))}"
     )
 
 

@@ -83,6 +83,30 @@ def test_dry_run_prints_key_variables_and_command(environ, capsys) -> None:
         assert flag in out
 
 
+def test_admin_apis_are_restricted_behind_a_fresh_key_never_printed(environ, capsys) -> None:
+    from entrypoint.admin_api import HTTP_HEADER, RESTRICTED_APIS
+
+    first, second = plan_start(environ), plan_start(environ)
+    groups = ",".join(RESTRICTED_APIS)
+    for flag in ("--http-restricted-api", "--grpc-restricted-protocol"):
+        (argument,) = [a for a in first.command if a.startswith(f"{flag}=")]
+        apis, key = argument.split("=", 1)[1].split(f":{HTTP_HEADER}=")
+        assert apis == groups and len(key) >= 32
+        assert argument not in second.command, "the key is generated at every start"
+    assert set(RESTRICTED_APIS) == {
+        "model-repository",
+        "model-config",
+        "shared-memory",
+        "logging",
+        "trace",
+        "statistics",
+    }
+    assert main(["--dry-run"], environ) == 0
+    out = capsys.readouterr().out
+    assert f"--http-restricted-api={groups}:{HTTP_HEADER}=<redacted>" in out
+    assert f"--grpc-restricted-protocol={groups}:{HTTP_HEADER}=<redacted>" in out
+
+
 def test_instance_type_override_changes_the_key(environ) -> None:
     inf2 = plan_start({**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "24"})
     trn1 = plan_start({**environ, "ENGINE_TENSOR_PARALLEL_SIZE": "32"})
