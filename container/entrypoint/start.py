@@ -196,6 +196,21 @@ def _artifacts_complete(s3, plan: StartPlan) -> bool:
     return True
 
 
+def _effective_uid() -> int:
+    return os.geteuid()
+
+
+def check_user(environ: Mapping[str, str], uid: int) -> None:
+    """Refuse to serve as root unless told to: root's CAP_DAC_OVERRIDE writes through the read-only
+    artifact tree, so a compile the Neuron plugin starts after a load error would run instead of failing."""
+    if uid == 0 and not _flag(environ, "ALLOW_ROOT"):
+        raise StartError(
+            "running as root (uid 0): root writes through the read-only compiled artifacts, so a "
+            "recompile after a load error would not fail; run as the image's serving user (the task "
+            "definition's user, uid 10001), or set ALLOW_ROOT=true where root is unavoidable"
+        )
+
+
 def _writable(folder: Path) -> None:
     for path in [folder, *folder.rglob("*")]:
         path.chmod(path.stat().st_mode | stat.S_IWUSR)
@@ -296,6 +311,7 @@ def main(
             import boto3
 
             s3_client = lambda: boto3.client("s3")  # noqa: E731
+        check_user(environ, _effective_uid())
         print(fetch(plan, s3_client()), flush=True)
         set_replicas(plan)
     except StartError as err:
