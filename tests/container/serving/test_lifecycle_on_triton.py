@@ -1,4 +1,5 @@
-"""How a model ends, on servers of their own: engine death, a stop after a cancellation burst, replicas.
+"""How a model ends, on servers of their own: engine death and stall, overload, a stop after a cancellation
+burst, replicas.
 
 Each test starts its own Triton (the pass-through model, ~3 GB per engine) and checks that nothing it
 started is left running afterwards.
@@ -6,6 +7,8 @@ started is left running afterwards.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import threading
@@ -16,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import tritonclient.grpc as grpcclient
 
 from local.client import StreamingClient
 from local.demo_assets import DemoAssets
@@ -23,6 +27,7 @@ from local.triton_server import TritonServer, free_ports
 from tests.container.conftest import (
     SERVER_START_TIMEOUT_S,
     TEST_ENVIRONMENT,
+    emf_lines,
     engine_processes,
     process_group_members,
     read_metrics,
@@ -32,16 +37,65 @@ from tests.container.conftest import (
 pytestmark = pytest.mark.serving
 
 
-def own_server(demo_assets: DemoAssets, work_dir: Path, *, replicas: int = 1) -> TritonServer:
+def own_server(
+    demo_assets: DemoAssets, work_dir: Path, *, replicas: int = 1, environment: dict[str, str] | None = None
+) -> TritonServer:
     return TritonServer(
         model_dir=demo_assets.model_dir,
         index_dir=demo_assets.index_dir,
         work_dir=work_dir,
         ports=free_ports(),
         models=("passthrough",),
-        extra_environment=TEST_ENVIRONMENT,
+        extra_environment={**TEST_ENVIRONMENT, **(environment or {})},
         replicas=replicas,
     )
+
+
+def http_server_ready(server: TritonServer) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{server.http_url}/v2/health/ready", timeout=5) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+def grpc_server_ready(server: TritonServer) -> bool:
+    """gRPC ServerReady, as the ALB's gRPC health check calls it: ready=true, or anything else."""
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        return bool(client.is_server_ready(client_timeout=5))
+    except Exception:  # refused, unavailable, timed out: not ready
+        return False
+    finally:
+        client.close()
+
+
+def engine_core(server: TritonServer) -> int:
+    engines = engine_processes(server.process.pid)
+    core = [pid for pid, command in engines.items() if "EngineCore" in command]
+    assert core, f"no EngineCore among {engines}"
+    return core[0]
+
+
+def out_of_rotation_within(server: TritonServer, seconds: float) -> tuple[float | None, float | None]:
+    """Seconds until HTTP /v2/health/ready and gRPC ServerReady each stopped answering ready (None: never)."""
+    started = time.monotonic()
+    http_s = grpc_s = None
+    while time.monotonic() - started < seconds and (http_s is None or grpc_s is None):
+        if http_s is None and not http_server_ready(server):
+            http_s = time.monotonic() - started
+        if grpc_s is None and not grpc_server_ready(server):
+            grpc_s = time.monotonic() - started
+        time.sleep(0.5)
+    return http_s, grpc_s
+
+
+def exits_leaving_nothing(server: TritonServer, timeout_s: float = 90.0) -> list[int] | bool:
+    """Wait for Triton to exit by itself, then for its process group to empty (the guard gets a few seconds
+    to act); True, or what is left."""
+    group = server.process.pid
+    server.process.wait(timeout=timeout_s)
+    return wait_for(lambda: not process_group_members(group), timeout_s=10) or process_group_members(group)
 
 
 def model_ready(server: TritonServer, model: str = "passthrough") -> bool:
@@ -54,25 +108,162 @@ def model_ready(server: TritonServer, model: str = "passthrough") -> bool:
         return False
 
 
-def test_a_dead_engine_takes_the_model_out_of_service(demo_assets: DemoAssets, tmp_path: Path) -> None:
+def test_a_killed_engine_core_takes_the_server_out_of_rotation_and_leaves_nothing(
+    demo_assets: DemoAssets, tmp_path: Path
+) -> None:
+    """Server-level readiness, HTTP and gRPC, goes within 30 s: unloading the model alone would leave it
+    green (strict readiness skips unloaded models) and the ALB's gRPC check (ServerReady) with it."""
     server = own_server(demo_assets, tmp_path)
     server.start(timeout_s=SERVER_START_TIMEOUT_S)
     try:
-        assert model_ready(server)
-        engines = engine_processes(server.process.pid)
-        core = [pid for pid, command in engines.items() if "EngineCore" in command]
-        assert core, f"no EngineCore among {engines}"
-        os.kill(core[0], signal.SIGKILL)
-        with StreamingClient(server.grpc_url) as client:
-            failed = client.ask("hello", model="passthrough", sampling={"max_tokens": 4})
-        assert failed.error is not None
-        assert wait_for(lambda: not model_ready(server), timeout_s=30), (
-            "the model stayed ready with a dead engine"
+        assert http_server_ready(server) and grpc_server_ready(server)
+        killed_at = time.monotonic()
+        os.kill(engine_core(server), signal.SIGKILL)
+        http_s, grpc_s = out_of_rotation_within(server, 30)
+        assert http_s is not None, "HTTP /v2/health/ready stayed ready for 30 s with a dead engine"
+        assert grpc_s is not None, "gRPC ServerReady stayed ready for 30 s with a dead engine"
+        leftovers = exits_leaving_nothing(server)
+        # The ALB's gRPC check sees only a status code (ServerReady answers OK with ready=false): the
+        # target fails it once the server stops listening, which must leave the check time within a minute.
+        exited_s = time.monotonic() - killed_at
+    finally:
+        server.stop()
+    log = server.log_path.read_text(errors="replace")
+    assert "the vLLM engine is dead" in log and "stopping the server" in log
+    assert leftovers is True, f"processes outlived the server: {leftovers}"
+    assert exited_s < 30, f"the server took {exited_s:.0f} s to exit after its engine died"
+
+
+def test_a_stalled_engine_takes_the_server_out_of_rotation_and_fails_its_streams(
+    demo_assets: DemoAssets, tmp_path: Path
+) -> None:
+    """A stopped engine core (SIGSTOP) with streams in flight: no step for ENGINE_STALL_SECONDS is a dead
+    engine. A stream that waited past the objective without a token counts SlowFirstToken=1."""
+    server = own_server(demo_assets, tmp_path, environment={"ENGINE_STALL_SECONDS": "5"})
+    server.start(timeout_s=SERVER_START_TIMEOUT_S)
+    core = engine_core(server)
+    try:
+        first_tokens = threading.Barrier(3)
+        results = []
+
+        def long_stream(number: int) -> None:
+            with StreamingClient(server.grpc_url) as client:
+                tokens = []
+
+                def chunk(text: str) -> None:
+                    tokens.append(text)
+                    if len(tokens) == 1:
+                        first_tokens.wait(timeout=60)
+
+                results.append(
+                    client.ask(
+                        f"stall {number}",
+                        model="passthrough",
+                        sampling={"max_tokens": 4000, "ignore_eos": True},
+                        on_chunk=chunk,
+                        timeout_s=90,
+                    )
+                )
+
+        streams = [threading.Thread(target=long_stream, args=(n,)) for n in range(2)]
+        for thread in streams:
+            thread.start()
+        first_tokens.wait(timeout=60)
+        os.kill(core, signal.SIGSTOP)
+        with StreamingClient(server.grpc_url) as client:  # waits on the stopped engine without a token
+            waiting = client.ask("no token", model="passthrough", sampling={"max_tokens": 4}, timeout_s=90)
+        http_s, grpc_s = out_of_rotation_within(server, 30)
+        for thread in streams:
+            thread.join(timeout=60)
+        assert http_s is not None and grpc_s is not None, "a stalled engine left the server ready"
+        assert waiting.error is not None and "unavailable" in waiting.error, waiting.error
+        assert len(results) == 2 and all(result.error for result in results), "streams hung on the stall"
+        leftovers = exits_leaving_nothing(server)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(core, signal.SIGCONT)
+        server.stop()
+    log = server.log_path.read_text(errors="replace")
+    assert "no engine step for" in log and "ENGINE_STALL_SECONDS=5" in log
+    slow_without_token = [
+        record
+        for record in emf_lines(server)
+        if record.get("SlowFirstToken") == 1 and "TimeToFirstToken" not in record
+    ]
+    assert slow_without_token, "the stream that waited past the objective without a token was not counted"
+    assert leftovers is True, f"processes outlived the server: {leftovers}"
+
+
+def test_a_burst_of_four_times_the_slots_sheds_the_excess_at_once(
+    demo_assets: DemoAssets, tmp_path: Path
+) -> None:
+    """16 batch slots (engine-cpu.json max_num_seqs) and the default queue of one more batch. A burst of 64
+    (4x the slots): the first 32 long streams fill slots and queue; the next 32, sent while those still run,
+    over gRPC and HTTP, are all refused at once with UNAVAILABLE and counted as shed."""
+    server = own_server(demo_assets, tmp_path)
+    server.start(timeout_s=SERVER_START_TIMEOUT_S)
+    slots, burst = 16, 64
+    in_flight_key = 'llm_requests_in_flight{model="passthrough",replica="0"}'
+    try:
+        admitted_pool = ThreadPoolExecutor(max_workers=2 * slots)
+
+        def long_stream(number: int):
+            with StreamingClient(server.grpc_url) as client:
+                return client.ask(
+                    f"fill {number}",
+                    model="passthrough",
+                    sampling={"max_tokens": 400, "ignore_eos": True},
+                    timeout_s=600,
+                )
+
+        admitted = [admitted_pool.submit(long_stream, number) for number in range(2 * slots)]
+        full = wait_for(lambda: read_metrics(server).get(in_flight_key, 0) >= 2 * slots, timeout_s=60)
+        assert full, "the first 32 streams were not all admitted"
+
+        def grpc_excess(number: int):
+            with StreamingClient(server.grpc_url) as client:
+                return client.ask(f"excess {number}", model="passthrough", sampling={"max_tokens": 8})
+
+        def http_excess(number: int) -> tuple[int, str, float]:
+            started = time.monotonic()
+            request = urllib.request.Request(
+                f"http://{server.http_url}/v2/models/passthrough/generate",
+                data=json.dumps({"text_input": f"excess {number}", "parameters": {"max_tokens": 8}}).encode(),
+                method="POST",
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    return response.status, response.read().decode(), time.monotonic() - started
+            except urllib.error.HTTPError as err:
+                return err.code, err.read().decode(), time.monotonic() - started
+
+        excess = burst - 2 * slots
+        with ThreadPoolExecutor(max_workers=excess) as pool:
+            grpc_results = list(pool.map(grpc_excess, range(excess // 2)))
+            http_results = list(pool.map(http_excess, range(excess // 2)))
+        still_running = sum(not future.done() for future in admitted)
+        served = [future.result() for future in admitted]
+        admitted_pool.shutdown()
+        assert still_running >= 2 * slots - 2, "the admitted streams ended before the excess arrived"
+        assert all(result.error is None for result in served), [r.error for r in served if r.error]
+        for result in grpc_results:
+            assert result.error and "overloaded" in result.error, result.error
+            assert result.total_s < 10, f"a shed request waited {result.total_s:.1f} s"
+        for status, body, seconds in http_results:
+            # The model answers UNAVAILABLE; Triton 2.51's generate endpoint answers any model error 400.
+            assert status in (400, 503) and "overloaded" in body, (status, body)
+            assert seconds < 10
+        shed_key = 'llm_requests_total{model="passthrough",outcome="shed",replica="0"}'
+        assert wait_for(lambda: read_metrics(server).get(shed_key) == excess, timeout_s=20), read_metrics(
+            server
+        ).get(shed_key)
+        shed_lines = wait_for(
+            lambda: [r for r in emf_lines(server) if r.get("Shed") == 1] or None, timeout_s=20
         )
-        assert "the vLLM engine is dead" in server.log_path.read_text(errors="replace")
-        assert wait_for(lambda: not engine_processes(server.process.pid), timeout_s=30), (
-            "engine processes outlived it"
-        )
+        assert shed_lines and len(shed_lines) == excess
+        assert all(record["Outcome"] == "shed" and record["RequestFailed"] == 1 for record in shed_lines)
+        completed = [record for record in emf_lines(server) if record.get("Outcome") == "completed"]
+        assert len(completed) == 2 * slots and all(record["Shed"] == 0 for record in completed)
     finally:
         server.stop()
 
@@ -120,6 +311,63 @@ def test_a_stop_after_a_cancellation_burst_is_graceful_and_leaves_nothing(
     # Within the server's exit timeout (20 s here), the engine shut down by finalize, not killed after it.
     assert stop_s < 20, f"the graceful stop took {stop_s:.1f} s"
     assert leftovers is True, f"processes outlived the server: {leftovers}"
+
+
+def test_model_processes_do_not_outlive_a_killed_triton(demo_assets: DemoAssets, tmp_path: Path) -> None:
+    """Triton gone without a graceful stop (OOM kill, its exit timeout) while streams run: the stub, its
+    engine and its guard must not stay behind (a stub was found running 50 minutes after its Triton)."""
+    server = own_server(demo_assets, tmp_path)
+    server.start(timeout_s=SERVER_START_TIMEOUT_S)
+    group = server.process.pid
+    try:
+        started = threading.Event()
+
+        def stream() -> None:
+            with StreamingClient(server.grpc_url) as client:
+                client.ask(
+                    "long",
+                    model="passthrough",
+                    sampling={"max_tokens": 4000, "ignore_eos": True},
+                    on_chunk=lambda _: started.set(),
+                    timeout_s=30,
+                )
+
+        threads = [threading.Thread(target=stream, daemon=True) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        assert started.wait(60)
+        server.process.kill()  # Triton alone, not its process group
+        server.process.wait(timeout=30)
+        leftovers = wait_for(lambda: not process_group_members(group), timeout_s=15) or {
+            pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in process_group_members(group)
+        }
+    finally:
+        server.stop()
+    assert leftovers is True, f"processes outlived Triton: {leftovers}"
+
+
+def test_a_model_whose_finalize_outlasts_triton_does_not_outlive_it(
+    demo_assets: DemoAssets, tmp_path: Path
+) -> None:
+    """A graceful stop whose finalize() outlasts Triton's exit timeout (here: a stopped engine core, whose
+    shutdown waits out its own timeout): Triton exits first; the stub, its engine and its guard must follow
+    within seconds, with no launcher to kill them (the reported stub ran 50 minutes after its Triton)."""
+    server = own_server(demo_assets, tmp_path)
+    server.start(timeout_s=SERVER_START_TIMEOUT_S)
+    core = engine_core(server)
+    group = server.process.pid
+    try:
+        os.kill(core, signal.SIGSTOP)  # idle, so the engine watch has nothing to notice
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(timeout=90)
+        leftovers = wait_for(lambda: not process_group_members(group), timeout_s=20) or {
+            pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in process_group_members(group)
+        }
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(core, signal.SIGCONT)
+        server.stop()
+    assert leftovers is True, f"processes outlived Triton: {leftovers}"
 
 
 def test_replicas_each_run_their_own_engine_on_their_own_cores(
