@@ -540,6 +540,9 @@ class RoutingConfig(StrictModel):
     drain_runs: Annotated[int, Field(ge=1, le=10)] = 3
     # Healthy runs in a row before a region that was bad (or just looked bad) gains weight again.
     healthy_runs_to_recover: Annotated[int, Field(ge=1, le=60)] = 3
+    # Runs (minutes) a weighted record whose region left config keeps its weight before the orchestrator
+    # sets it to 0 (a region removed by mistake and put back in time loses nothing); deletion is by hand.
+    remove_after_runs: Annotated[int, Field(ge=1, le=1440)] = 10
 
     @model_validator(mode="after")
     def _drain_after_confirming(self) -> Self:

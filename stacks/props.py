@@ -308,6 +308,7 @@ def orchestrator_props(settings: Settings) -> OrchestratorProps:
         override_parameter=routing_names.override_parameter(settings),
         powertools_version=POWERTOOLS_VERSION,
         log_retention_days=settings.container.log_retention_days,
+        alarm_email=settings.observability.alarm_email,
     )
 
 

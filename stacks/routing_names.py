@@ -76,4 +76,5 @@ def orchestrator_config(settings: Settings) -> OrchestratorConfig:
             )
             for region, config in settings.regions.items()
         ),
+        remove_after_runs=settings.routing.remove_after_runs,
     )
