@@ -34,7 +34,7 @@ help:
 	@echo "make traffic [ARGS=\"show|pin REGION=WEIGHT --for 2h|clear\"]   region weights (AWS account)"
 	@echo "make bench | bench-serving | bench-retrieval   synth time, serving TTFT, retrieval index"
 	@echo "make plan FORECAST=file [CONFIG=file]   size each region's fleets by simulation, write the event overlay"
-	@echo "make plan-plot | bench-plan   the planner's TTFT-against-load plot, its speed at 80,000 chips"
+	@echo "make plan-plot | bench-plan   the planner's TTFT-against-load plot, its speed at the published fleet's scale"
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -122,8 +122,9 @@ plan: venv
 plan-plot: venv
 	$(VENV)/bin/python -m planner.sweep --out docs/planner-ttft-vs-load.png
 
+# Five timed rounds of the fast path, then the direct search once beside it (hosts per region, both ways).
 bench-plan: venv
-	$(VENV)/bin/python bench/plan_speed.py
+	$(VENV)/bin/python bench/plan_speed.py --direct
 
 clean:
 	rm -rf cdk.out .pytest_cache .ruff_cache

@@ -59,16 +59,45 @@ class TokenCounts(_Model):
         return LogNormal.fit(self.mean, self.p99)
 
 
-def _not_negative(rate: float) -> float:
+def _positive_rate(rate: float) -> float:
     if rate < 0:
-        raise ValueError(f"a request rate cannot be negative, got {rate:g}")
+        raise ValueError(f"a rate cannot be negative, got {rate:g}")
+    if rate == 0:
+        raise ValueError("a peak of 0 has nothing to plan: leave the region out of the forecast")
     return rate
 
 
+Rate = Annotated[float, AfterValidator(_positive_rate)]
+
+
 class RegionForecast(_Model):
-    peak_requests_per_second: Annotated[float, AfterValidator(_not_negative)]
+    """The peak as requests per second, or as tokens per minute (prompt + output tokens, the way published
+    figures often count) converted with the mean tokens per request."""
+
+    peak_requests_per_second: Rate | None = None
+    peak_tokens_per_minute: Rate | None = None
     prompt_tokens: TokenCounts
     output_tokens: TokenCounts
+
+    @model_validator(mode="after")
+    def _one_peak(self) -> Self:
+        if (self.peak_requests_per_second is None) == (self.peak_tokens_per_minute is None):
+            raise ValueError("give exactly one of peak_requests_per_second and peak_tokens_per_minute")
+        return self
+
+    @property
+    def requests_per_second(self) -> float:
+        if self.peak_requests_per_second is not None:
+            return self.peak_requests_per_second
+        assert self.peak_tokens_per_minute is not None
+        return self.peak_tokens_per_minute / 60 / (self.prompt_tokens.mean + self.output_tokens.mean)
+
+
+class PublishedFleet(_Model):
+    """A published deployment the forecast restates, to compare its chips with the plan's."""
+
+    chips: Annotated[int, Field(gt=0)]
+    source: Annotated[str, Field(min_length=1)]
 
 
 class Forecast(_Model):
@@ -77,6 +106,10 @@ class Forecast(_Model):
     regions: Annotated[dict[RegionName, RegionForecast], Field(min_length=1)]
     # The other regions can take the largest region's traffic (any one region's, in fact) if it is lost.
     survive_region_loss: bool = False
+    # Load above a region's failover traffic it is sized for: without it a region that takes a lost
+    # region's share runs at the knee of its p99 curve, where +2% more load doubles the p99.
+    failover_headroom: Annotated[float, Field(ge=0, le=1)] = 0.1
+    published: PublishedFleet | None = None
 
 
 def load_forecast(path: str | Path) -> tuple[Forecast, Document]:

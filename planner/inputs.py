@@ -1,8 +1,8 @@
 """Forecast + config + profiles + prices -> what the sizing needs per region, checked across files.
 
 Each file is validated on its own by its loader; the rules that span files (a forecast region the config
-lacks, a fleet with no profile or price, an SLO under the prefill floor) are checked here and reported in
-the same 'file:line: key: problem' form."""
+lacks, a fleet with no profile or price, an SLO under the prefill floor, requests longer than the model's
+context) are checked here and reported in the same 'file:line: key: problem' form."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from planner.buckets import MODEL_JSON, prefill_buckets
 from planner.forecast import Forecast, load_forecast
 from planner.plan import Demand
 from planner.prices import SHIPPED as SHIPPED_PRICES
 from planner.prices import Prices, load_prices
-from planner.profiles import load_profiles
+from planner.profiles import Profile, load_profiles, profile_for
 from planner.simulate import HostGroup
-from settings.loader import ConfigError, load_settings, locate
+from settings.loader import ConfigError, load_documents, load_settings, locate
 from settings.schema import FleetConfig, Settings
 
 
@@ -30,6 +31,14 @@ class RegionInputs:
     templates: tuple[HostGroup, ...]  # one per fleet, count 0: the sizing sets the counts
     mix: tuple[float, ...]  # the config's fleet max ratio, which the plan keeps
     hourly_prices: tuple[float, ...]
+    # The same fleets at the low and high end of their profiles' throughput range, and without
+    # speculative decoding (equal to templates when no profile has it).
+    templates_low: tuple[HostGroup, ...] = ()
+    templates_high: tuple[HostGroup, ...] = ()
+    templates_plain: tuple[HostGroup, ...] = ()
+    derived: tuple[bool, ...] = ()  # per fleet: its profile was derived per chip, not measured
+    decode_speedups: tuple[float, ...] = ()  # per fleet, from speculative decoding
+    profiles: tuple[Profile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -46,13 +55,16 @@ def gather(
     config_path: str | Path,
     profile_paths: Sequence[str | Path] = (),
     prices_path: str | Path = SHIPPED_PRICES,
+    engine_settings: Path = MODEL_JSON,
 ) -> PlanInputs:
     """Raises ConfigError naming every problem, each with its file and key."""
     forecast, document = load_forecast(forecast_path)
     settings = load_settings(config_path)
     profiles = load_profiles(profile_paths)
     prices = load_prices(prices_path)
+    buckets = prefill_buckets(engine_settings)
     max_num_seqs = settings.model.max_num_seqs
+    max_model_len = settings.model.max_model_len
     problems: list[str] = []
     regions: list[RegionInputs] = []
     for name, expected in forecast.regions.items():
@@ -66,39 +78,77 @@ def gather(
                 )
             )
             continue
+        longest_request = expected.prompt_tokens.p99 + expected.output_tokens.p99
+        if longest_request > max_model_len:
+            problems.append(
+                locate(
+                    document,
+                    ("regions", name, "prompt_tokens", "p99"),
+                    f"a p99 prompt of {expected.prompt_tokens.p99:g} tokens plus a p99 output of "
+                    f"{expected.output_tokens.p99:g} is {longest_request:g} tokens, above the model's "
+                    f"max_model_len of {max_model_len} in {config_path}: the engine refuses such requests",
+                )
+            )
         templates, prefill_rates, hourly = [], [], []
-        for fleet in region.fleets:
-            where = f"{config_path}: regions.{name}.fleets[instance_type={fleet.instance_type}]"
-            profile = profiles.get((fleet.instance_type, fleet.tensor_parallel))
+        lows, highs, plains, derived, speedups, used = [], [], [], [], [], []
+        for index, fleet in enumerate(region.fleets):
+            where = _fleet_line(config_path, name, index)
             price = prices.hourly(name, fleet.instance_type)
-            if profile is None:
-                have = ", ".join(f"{kind} TP{tp}" for kind, tp in sorted(profiles))
+            profile = profile_for(profiles, fleet.instance_type, fleet.tensor_parallel)
+            try:
+                engine = profile.engine(max_num_seqs, max_model_len, buckets)
+            except ValueError as error:
                 problems.append(
                     f"{where}: no performance profile for {fleet.instance_type} at tensor_parallel "
-                    f"{fleet.tensor_parallel} (have {have}); measure one with `make bench-serving` and "
-                    "pass it with --profile"
+                    f"{fleet.tensor_parallel} ({error}); measure one with `make bench-serving "
+                    "PROFILE_OUT=file` on such a host and pass it with `make plan PROFILE=file`"
                 )
+                engine = None
             if price is None:
+                why = prices.why_unpriced(name, fleet.instance_type)
                 problems.append(
-                    f"{prices_path}: per_hour.{name}.{fleet.instance_type}: no price for this fleet"
+                    f"{where}: {prices_path}: per_hour.{name}.{fleet.instance_type}: no price for this "
+                    f"fleet{f' ({why})' if why else ''}; give your own with "
+                    '`make plan PLAN_ARGS="--prices FILE"`'
                 )
-            if profile is None or price is None:
+            if engine is None or price is None:
                 continue
-            engine = profile.engine(max_num_seqs)
-            templates.append(HostGroup(fleet.instance_type, engine, fleet.engine_replicas, 0))
+            replicas = fleet.engine_replicas
+            templates.append(HostGroup(fleet.instance_type, engine, replicas, 0))
+            for speed, into in ((profile.throughput_range.low, lows), (profile.throughput_range.high, highs)):
+                into.append(
+                    HostGroup(
+                        fleet.instance_type,
+                        profile.engine(max_num_seqs, max_model_len, buckets, speed),
+                        replicas,
+                        0,
+                    )
+                )
+            plains.append(
+                HostGroup(
+                    fleet.instance_type,
+                    profile.engine(max_num_seqs, max_model_len, buckets, speculative=False),
+                    replicas,
+                    0,
+                )
+            )
+            derived.append(profile.derived)
+            speedups.append(profile.speculative.decode_speedup if profile.speculative else 1.0)
+            used.append(profile)
             prefill_rates.append(profile.prefill_tokens_per_second)
             hourly.append(price)
-        longest = min(expected.prompt_tokens.p99, settings.model.max_model_len)
+        longest = min(expected.prompt_tokens.p99, max_model_len - 1)
+        padded = min((bucket for bucket in buckets if bucket >= longest), default=longest)
         if prefill_rates:
-            floor_ms = longest / max(prefill_rates) * 1000
+            floor_ms = padded / max(prefill_rates) * 1000
             if forecast.slo.ttft_p99_ms < floor_ms:
                 problems.append(
                     locate(
                         document,
                         ("slo", "ttft_p99_ms"),
                         f"{forecast.slo.ttft_p99_ms:g} ms is below the prefill floor in {name}: its p99 "
-                        f"prompt of {longest:g} tokens alone takes {floor_ms:.0f} ms on the fastest engine "
-                        f"({max(prefill_rates):g} tokens/s)",
+                        f"prompt of {longest:g} tokens (prefilled as {padded:g}, its bucket) alone takes "
+                        f"{floor_ms:.0f} ms on the fastest engine ({max(prefill_rates):g} tokens/s)",
                     )
                 )
         if len(templates) != len(region.fleets):
@@ -114,15 +164,39 @@ def gather(
         regions.append(
             RegionInputs(
                 name=name,
-                peak=expected.peak_requests_per_second,
+                peak=expected.requests_per_second,
                 weight=region.weight,
                 demand=demand,
                 fleets=tuple(region.fleets),
                 templates=tuple(templates),
                 mix=tuple(float(fleet.max) for fleet in region.fleets),
                 hourly_prices=tuple(hourly),
+                templates_low=tuple(lows),
+                templates_high=tuple(highs),
+                templates_plain=tuple(plains) if any(s != 1.0 for s in speedups) else tuple(templates),
+                derived=tuple(derived),
+                decode_speedups=tuple(speedups),
+                profiles=tuple(used),
             )
         )
     if problems:
         raise ConfigError("\n".join(problems))
     return PlanInputs(forecast, settings, Path(config_path), prices, tuple(regions))
+
+
+def _fleet_line(config_path: str | Path, region: str, index: int) -> str:
+    """'file:line: regions.R.fleets[instance_type=T]' for a fleet of a config, from whichever file of its
+    base chain sets that fleet."""
+    documents = load_documents(Path(config_path))
+    for document in documents:
+        fleets = (
+            document.data.get("regions", {}).get(region, {}).get("fleets")
+            if isinstance(document.data, dict)
+            else None
+        )
+        if isinstance(fleets, list) and index < len(fleets):
+            line = document.lines.get(("regions", region, "fleets", index))
+            kind = fleets[index].get("instance_type") if isinstance(fleets[index], dict) else None
+            where = f"{document.path}:{line}" if line else str(document.path)
+            return f"{where}: regions.{region}.fleets[instance_type={kind}]"
+    return f"{config_path}: regions.{region}.fleets[{index}]"

@@ -16,15 +16,31 @@ DEFAULT_PREWARM_MARGIN_MINUTES = 30
 
 
 def render(
-    base: str, window: EventWindow, plans: Sequence[RegionPlan], prewarm_margin_minutes: int, written_by: str
+    base: str,
+    window: EventWindow,
+    plans: Sequence[RegionPlan],
+    prewarm_margin_minutes: int,
+    written_by: str,
+    made_from: Sequence[tuple[str, str]] = (),
 ) -> str:
-    """The overlay as YAML in the shape of the README's `events:` example, one fleet per line."""
+    """The overlay as YAML in the shape of the README's `events:` example, one fleet per line.
+
+    made_from: (what, value) pairs the header records, e.g. ("forecast", path), ("CONFIG", path)."""
     lines = [
         f"# Written by `{written_by}`: change the forecast and run it again rather than",
         "# editing this file. The base config's fleets keep their limits; the event raises them from",
         "# the pre-warm lead time before its start until its end.",
+        *(f"# {what}: {value}" for what, value in made_from),
         f"base: {base}",
         "events:",
+        *_event_lines(window, plans, prewarm_margin_minutes),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _event_lines(window: EventWindow, plans: Sequence[RegionPlan], prewarm_margin_minutes: int) -> list[str]:
+    """One `events:` entry; each region's part comes from _region_lines, the place to add per-region keys."""
+    lines = [
         f"  - name: {window.name}",
         f'    start: "{window.start.isoformat()}"',
         f'    end: "{window.end.isoformat()}"',
@@ -32,9 +48,13 @@ def render(
         "    regions:",
     ]
     for plan in plans:
-        lines.append(f"      {plan.region}:")
-        lines += [f"        {f.instance_type}: {{min: {f.hosts}, max: {f.max_hosts}}}" for f in plan.fleets]
-    return "\n".join(lines) + "\n"
+        lines += _region_lines(plan, indent="      ")
+    return lines
+
+
+def _region_lines(plan: RegionPlan, indent: str) -> list[str]:
+    fleets = [f"{indent}  {f.instance_type}: {{min: {f.hosts}, max: {f.max_hosts}}}" for f in plan.fleets]
+    return [f"{indent}{plan.region}:", *fleets]
 
 
 def base_reference(config: Path, overlay: Path) -> str:

@@ -1,7 +1,13 @@
 """Performance profiles: how fast one engine replica of an instance type prefills and decodes.
 
 A profile is a small YAML file (README, "Capacity planner"); the kit ships estimates with their source in
-planner/data/profiles/, and `make bench-serving` writes one from a real run that `--profile` takes instead."""
+planner/data/profiles/, and `make bench-serving PROFILE_OUT=file` writes one from a real run that
+`make plan PROFILE=file` (`--profile`) takes instead. A type or TP degree with no file gets a profile
+derived per chip from a shipped one (planner/chips.py), marked as derived and given a wider range.
+
+Beyond the measured speeds a profile carries: a low/high range of its throughput (estimates are not
+points), optional speculative decoding (draft acceptance -> decode speed-up) and the memory facts that
+cap the sequences a replica can hold in its KV cache."""
 
 from __future__ import annotations
 
@@ -12,11 +18,45 @@ from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from planner.chips import chip_of, chips_per_replica
 from planner.simulate import Engine
 from settings.instances import INSTANCES
 from settings.loader import ConfigError, load_model
 
 SHIPPED = Path(__file__).parent / "data" / "profiles"
+
+
+class ThroughputRange(BaseModel):
+    """How far the true throughput may lie from the profile's figures: prefill tokens/s are multiplied and
+    decode step times divided by `low` for the pessimistic plan and by `high` for the optimistic one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    low: Annotated[float, Field(gt=0, le=1)] = 1.0
+    high: Annotated[float, Field(ge=1)] = 1.0
+
+
+class Speculative(BaseModel):
+    """Speculative decoding (a draft model or heads propose tokens the model verifies in one step).
+
+    With `draft_tokens` k proposed per step and each accepted with probability `acceptance` a, a step
+    yields (1 - a^(k+1)) / (1 - a) tokens on average (Leviathan et al. 2023, "Fast Inference from
+    Transformers via Speculative Decoding", eq. 1); drafting costs k x `draft_cost` of a target step."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    draft_tokens: Annotated[int, Field(ge=1, le=16)]
+    acceptance: Annotated[float, Field(ge=0, lt=1)]
+    draft_cost: Annotated[float, Field(ge=0, le=1)] = 0.05
+
+    @property
+    def tokens_per_step(self) -> float:
+        a, k = self.acceptance, self.draft_tokens
+        return (1 - a ** (k + 1)) / (1 - a)
+
+    @property
+    def decode_speedup(self) -> float:
+        return self.tokens_per_step / (1 + self.draft_tokens * self.draft_cost)
 
 
 class Profile(BaseModel):
@@ -27,10 +67,19 @@ class Profile(BaseModel):
     source: Annotated[str, Field(min_length=1)]
     tensor_parallel: Annotated[int, Field(gt=0)]
     max_num_seqs: Annotated[int, Field(gt=0)]
-    prefill_tokens_per_second: Annotated[float, Field(gt=0)]
+    prefill_tokens_per_second: Annotated[float, Field(gt=0)]  # padded (bucket) tokens on Neuron
     decode_step_ms: Annotated[
         dict[Annotated[int, Field(gt=0)], Annotated[float, Field(gt=0)]], Field(min_length=1)
     ]
+    throughput_range: ThroughputRange = ThroughputRange()
+    speculative: Speculative | None = None
+    # The model's memory, for the KV-cache limit (defaults: Llama 3.1 8B in bf16, 8.03 B parameters;
+    # 32 layers x 8 KV heads x 128 dims x K and V x 2 bytes = 128 KiB per token).
+    weights_gib: Annotated[float, Field(gt=0)] = 15.0
+    kv_bytes_per_token: Annotated[int, Field(gt=0)] = 131072
+    # Share of HBM left for weights and KV cache (activations, graphs and buffers take the rest).
+    usable_hbm_share: Annotated[float, Field(gt=0, le=1)] = 0.9
+    derived: bool = False  # true: scaled per chip from another profile, not measured on this type
 
     @field_validator("instance_type")
     @classmethod
@@ -66,10 +115,71 @@ class Profile(BaseModel):
         (b0, s0), (b1, s1) = points[-2], points[-1]
         return s1 + (s1 - s0) * (batch - b1) / (b1 - b0)
 
-    def engine(self, max_num_seqs: int) -> Engine:
-        """The replica as the simulation sees it, at the batch limit the deployed engine runs with."""
-        steps = tuple(self.step_ms(batch) / 1000 for batch in range(1, max_num_seqs + 1))
-        return Engine(self.prefill_tokens_per_second, (0.0, *steps))
+    def kv_cache_sequences(self, max_model_len: int) -> int:
+        """Sequences of max_model_len tokens the replica's KV cache holds beside the weights.
+
+        Assumes each sequence slot reserves a whole max_model_len of cache, as NxD Inference's contiguous
+        KV cache does (its cache is allocated as max_num_seqs x max_model_len when the engine starts)."""
+        hbm = (
+            chips_per_replica(self.instance_type, self.tensor_parallel) * chip_of(self.instance_type).hbm_gib
+        )
+        free = hbm * self.usable_hbm_share - self.weights_gib
+        return max(0, int(free * 2**30 // (self.kv_bytes_per_token * max_model_len)))
+
+    def engine(
+        self,
+        max_num_seqs: int,
+        max_model_len: int | None = None,
+        prefill_buckets: tuple[int, ...] = (),
+        speed: float = 1.0,
+        speculative: bool = True,
+    ) -> Engine:
+        """The replica as the simulation sees it, at the batch limit the deployed engine runs with.
+
+        max_model_len: cap the batch at what the KV cache holds when that is lower than max_num_seqs.
+        prefill_buckets: the context buckets the engine is compiled for (planner/buckets.py).
+        speed: a throughput factor, e.g. throughput_range.low for the pessimistic plan.
+        speculative: apply the profile's speculative decoding (if any)."""
+        batch = max_num_seqs
+        if max_model_len is not None:
+            batch = min(batch, self.kv_cache_sequences(max_model_len))
+            if batch < 1:
+                raise ValueError(
+                    f"{self.instance_type} at TP {self.tensor_parallel}: the weights leave no KV cache "
+                    f"for a {max_model_len}-token sequence"
+                )
+        decode = speed * (self.speculative.decode_speedup if speculative and self.speculative else 1.0)
+        steps = tuple(self.step_ms(size) / 1000 / decode for size in range(1, batch + 1))
+        return Engine(self.prefill_tokens_per_second * speed, (0.0, *steps), tuple(prefill_buckets))
+
+    def per_chip(self, instance_type: str, tensor_parallel: int) -> Profile:
+        """This profile scaled to another type and TP degree: prefill with the chips' compute and decode
+        steps with their memory bandwidth (an 8B model's decode reads its weights every step). Linear
+        scaling ignores the collectives' cost at higher TP, so the range widens downwards."""
+        here, there = chip_of(self.instance_type), chip_of(instance_type)
+        compute = chips_per_replica(instance_type, tensor_parallel) * there.bf16_tflops
+        compute /= chips_per_replica(self.instance_type, self.tensor_parallel) * here.bf16_tflops
+        bandwidth = chips_per_replica(instance_type, tensor_parallel) * there.hbm_tb_per_second
+        bandwidth /= chips_per_replica(self.instance_type, self.tensor_parallel) * here.hbm_tb_per_second
+        same = here.generation == there.generation and tensor_parallel == self.tensor_parallel
+        widen = 1.0 if same else (0.85 if here.generation == there.generation else 0.7)
+        return self.model_copy(
+            update={
+                "instance_type": instance_type,
+                "tensor_parallel": tensor_parallel,
+                "source": (
+                    f"derived per chip from the {self.instance_type} TP {self.tensor_parallel} profile "
+                    f"({here.generation} -> {there.generation}: prefill x{compute:.2f} by compute, decode "
+                    f"x{bandwidth:.2f} by memory bandwidth); measure it with make bench-serving PROFILE_OUT="
+                ),
+                "prefill_tokens_per_second": self.prefill_tokens_per_second * compute,
+                "decode_step_ms": {b: ms / bandwidth for b, ms in self.decode_step_ms.items()},
+                "throughput_range": ThroughputRange(
+                    low=self.throughput_range.low * widen, high=self.throughput_range.high
+                ),
+                "derived": self.derived or not same or instance_type != self.instance_type,
+            }
+        )
 
 
 ProfileKey = tuple[str, int]  # (instance type, tensor parallel degree)
@@ -84,3 +194,26 @@ def load_profiles(extra: Iterable[str | Path] = (), directory: Path = SHIPPED) -
     if not profiles:
         raise ConfigError(f"{directory}: no performance profiles")
     return profiles
+
+
+def profile_for(profiles: dict[ProfileKey, Profile], instance_type: str, tensor_parallel: int) -> Profile:
+    """The profile for a type and TP degree: its own file, else one derived per chip from the file of the
+    same chip generation (then any file) nearest in TP. Raises KeyError only when there are no files."""
+    own = profiles.get((instance_type, tensor_parallel))
+    if own is not None:
+        return own
+    generation = chip_of(instance_type).generation
+
+    def closeness(item: tuple[ProfileKey, Profile]) -> tuple[bool, bool, float, bool]:
+        (kind, tp), profile = item
+        return (
+            chip_of(kind).generation != generation,
+            profile.derived,
+            abs(chips_per_replica(kind, tp) - chips_per_replica(instance_type, tensor_parallel)),
+            kind != instance_type,
+        )
+
+    if not profiles:
+        raise KeyError((instance_type, tensor_parallel))
+    base = min(profiles.items(), key=closeness)[1]
+    return base.per_chip(instance_type, tensor_parallel)

@@ -1,46 +1,196 @@
-"""Region plans -> the table `make plan` prints: hosts, headroom and cost per region and fleet."""
+"""Region plans -> what `make plan` prints: the fleets with their host and cost ranges, the regions with
+their margins to the SLO in normal operation and after a region's loss, and the lines that explain them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from rich.table import Table
 
+from planner.forecast import Forecast
 from planner.plan import RegionPlan
 
 
-def plan_table(plans: Sequence[RegionPlan], slo_ms: float, currency: str) -> Table:
+def _span(low: float, high: float) -> str:
+    return f"{low:,.0f}" if round(low) == round(high) else f"{low:,.0f}-{high:,.0f}"
+
+
+def _margin(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.0%}"
+
+
+def fleet_table(plans: Sequence[RegionPlan], slo_ms: float, currency: str) -> Table:
+    """Per fleet: the hosts to order (and their range over the profile's uncertainty), the event's max,
+    chips, cost per hour and per million tokens at the peak."""
     table = Table(title=f"Event fleet per region (p99 TTFT SLO {slo_ms:g} ms)")
-    for header in ("region", "fleet", "hosts (min)", "max", "chips"):
-        table.add_column(header, justify="left" if header in ("region", "fleet") else "right")
-    for header in ("peak req/s", "sized for", "headroom", "p99 TTFT", f"{currency}/hour"):
+    for header in ("region", "fleet"):
+        table.add_column(header, no_wrap=True)
+    for header in (
+        "hosts (min)",
+        "range",
+        "max",
+        "chips",
+        f"{currency}/hour",
+        "range",
+        f"{currency}/M tokens (all / output)",
+        "region hosts across seeds",
+    ):
         table.add_column(header, justify="right")
     for plan in plans:
+        seeds = plan.seed_hosts
         for index, fleet in enumerate(plan.fleets):
-            first = index == 0
+            low, high = fleet.hosts_range
+            name = fleet.instance_type + (" (derived)" if fleet.derived_profile else "")
             table.add_row(
-                plan.region if first else "",
-                fleet.instance_type,
+                plan.region if index == 0 else "",
+                name,
                 f"{fleet.hosts:,}",
+                _span(low, high),
                 f"{fleet.max_hosts:,}",
                 f"{fleet.chips:,}",
-                f"{plan.peak:,.0f}" if first else "",
-                f"{plan.design.rate:,.0f} ({plan.design.reason})" if first else "",
-                f"{plan.headroom:+.0%}" if first else "",
-                f"{plan.sized.p99_ttft_ms:,.0f} ms" if first else "",
                 f"{fleet.cost_per_hour:,.2f}",
+                _span(low * fleet.hourly_price, high * fleet.hourly_price),
+                f"{plan.fleet_cost_per_million_tokens(fleet):,.3f} / "
+                f"{plan.fleet_cost_per_million_tokens(fleet, output_only=True):,.3f}",
+                (_span(min(seeds), max(seeds)) if seeds else "-") if index == 0 else "",
             )
         table.add_section()
+    hours = sum(p.million_tokens_per_hour() for p in plans)
+    output = sum(p.million_tokens_per_hour(output_only=True) for p in plans)
+    cost = sum(p.cost_per_hour for p in plans)
     table.add_row(
         "total",
         "",
-        f"{sum(f.hosts for p in plans for f in p.fleets):,}",
+        f"{sum(p.hosts for p in plans):,}",
+        _span(
+            sum(f.hosts_range[0] for p in plans for f in p.fleets),
+            sum(f.hosts_range[1] for p in plans for f in p.fleets),
+        ),
         f"{sum(f.max_hosts for p in plans for f in p.fleets):,}",
         f"{sum(f.chips for p in plans for f in p.fleets):,}",
-        f"{sum(p.peak for p in plans):,.0f}",
+        f"{cost:,.2f}",
+        _span(sum(p.cost_range[0] for p in plans), sum(p.cost_range[1] for p in plans)),
+        f"{cost / hours:,.3f} / {cost / output:,.3f}" if hours and output else "-",
         "",
-        "",
-        "",
-        f"{sum(p.cost_per_hour for p in plans):,.2f}",
     )
     return table
+
+
+def region_table(plans: Sequence[RegionPlan], slo_ms: float, currency: str) -> Table:
+    """Per region: the load it is sized for, its p99 there, the load at which p99 crosses the SLO and the
+    margin to it in normal operation and when the worst other region is lost."""
+    table = Table(title="Margins to the SLO per region (requests/s)")
+    table.add_column("region", no_wrap=True)
+    for header in (
+        "peak",
+        "sized for",
+        "as",
+        "p99 TTFT",
+        "SLO crossed at",
+        "headroom normal",
+        "region lost: load",
+        "headroom region lost",
+        f"{currency}/M tokens (all / output)",
+    ):
+        table.add_column(header, justify="right")
+    for plan in plans:
+        design = plan.design
+        table.add_row(
+            plan.region,
+            f"{plan.peak:,.0f}",
+            f"{design.rate:,.0f}",
+            design.reason.replace(design.failover_reason, "failover")
+            if design.failover_reason
+            else design.reason,
+            f"{plan.sized.p99_ttft_ms:,.0f} ms",
+            f"{plan.sized.knee:,.0f}" if plan.sized.knee else "-",
+            _margin(plan.normal_margin if plan.sized.knee else None),
+            f"{design.failover_load:,.0f} ({design.failover_reason.split()[0]})"
+            if design.failover_load
+            else "-",
+            _margin(plan.failover_margin),
+            f"{plan.cost_per_million_tokens():,.3f} / {plan.cost_per_million_tokens(output_only=True):,.3f}",
+        )
+    return table
+
+
+def notes(
+    plans: Sequence[RegionPlan], slo_ms: float, currency: str, start: datetime, end: datetime
+) -> list[str]:
+    """The lines under the tables: why p99 sits below the SLO, the ranges, the event's cost, the premium
+    for surviving a region's loss, speculative decoding's effect and the derived profiles."""
+    lines = [
+        f"p99 TTFT (over the full peak hour, at the load a region is sized for) sits below the {slo_ms:g} "
+        "ms SLO, often well below, and still the margin is thin: continuous batching holds p99 nearly flat "
+        "until the replicas are almost full, then it climbs steeply, so a few percent more load than 'SLO "
+        "crossed at' breaks the SLO (the knee). The headroom columns are each region's distance to that "
+        "load, in normal operation and after the worst region loss. `make plan-plot` draws the curve "
+        "(docs/planner-ttft-vs-load.png).",
+    ]
+    hours = (end - start).total_seconds() / 3600
+    cost = sum(p.cost_per_hour for p in plans)
+    low = sum(p.cost_range[0] for p in plans)
+    high = sum(p.cost_range[1] for p in plans)
+    lines.append(
+        f"Event cost over its {hours:g}-hour window at the minimum hosts: {cost * hours:,.0f} {currency} "
+        f"({low * hours:,.0f}-{high * hours:,.0f} over the profiles' throughput range; pre-warm lead and "
+        "managed scaling above the minimum not included)."
+    )
+    if any(p.hosts_without_failover for p in plans):
+        without = sum(p.cost_without_failover if p.hosts_without_failover else p.cost_per_hour for p in plans)
+        lines.append(
+            f"Region-loss premium: {cost - without:,.2f} {currency}/hour ({(cost - without) / without:+.0%}) "
+            "over a plan for each region's own peak plus headroom; "
+            f"{(cost - without) * hours:,.0f} {currency} over the window."
+        )
+    lines.append(
+        "Ranges: hosts and cost at the high and low end of each profile's throughput range; seed spread: "
+        "total hosts of a region at other random seeds (searched in shorter windows, so it overstates the "
+        "spread of the plan itself)."
+    )
+    speculative = [(p, f) for p in plans for f in p.fleets if f.decode_speedup != 1.0]
+    if speculative:
+        parts = ", ".join(sorted({f"{f.instance_type} x{f.decode_speedup:.2f}" for _, f in speculative}))
+        saved = [
+            f"{p.region} {p.hosts:,} instead of {p.hosts_without_speculative:,}"
+            for p in plans
+            if p.hosts_without_speculative
+        ]
+        lines.append(f"Speculative decoding (profile): decode {parts}; hosts {'; '.join(saved)}.")
+    derived = sorted({f.instance_type for p in plans for f in p.fleets if f.derived_profile})
+    if derived:
+        lines.append(
+            f"Derived profiles ({', '.join(derived)}): scaled per chip from a shipped profile, not measured; "
+            "measure with `make bench-serving PROFILE_OUT=file` and pass `PROFILE=file`."
+        )
+    return lines
+
+
+def case_study_lines(forecast: Forecast, plans: Sequence[RegionPlan]) -> list[str]:
+    """For a forecast that restates a published deployment: the tokens per second per chip it implies,
+    against what the profiles give per chip in this plan, and why the two differ."""
+    if forecast.published is None or not plans:
+        return []
+    tokens = sum(p.peak * (p.prompt_tokens + p.output_tokens) for p in plans)  # per second
+    chips = sum(f.chips for p in plans for f in p.fleets)
+    knee_tokens = sum(p.sized.knee * (p.prompt_tokens + p.output_tokens) for p in plans)
+    published = forecast.published
+    implied = tokens / published.chips
+    return [
+        f"Published case ({published.source}): {tokens * 60:,.0f} tokens a minute on {published.chips:,} "
+        f"chips is {implied:,.2f} tokens/s per chip. This plan serves it on {chips:,} chips, and the "
+        f"profiles give {knee_tokens / chips if chips else 0:,.0f} tokens/s per chip at the SLO "
+        f"({(knee_tokens / chips) / implied if chips and implied else 0:,.0f}x).",
+        "Why they differ: the published post gives a fleet size and a token rate, not a per-chip "
+        "throughput. Its chips served Rufus's own multi-billion-parameter model (its size is not given; "
+        "a larger model than this kit's 8B needs more chips per replica), likely more than one model call "
+        "per shopper question, capacity in every region at once with failover spare, and hosts held for "
+        "the whole event rather than sized to its peak minute; this plan counts one 8B model at each "
+        "region's peak. Plan with measured profiles, and read the published figure as a fleet size.",
+    ]
+
+
+def plan_table(plans: Sequence[RegionPlan], slo_ms: float, currency: str) -> Table:
+    """The fleet table (kept for callers of the earlier single table)."""
+    return fleet_table(plans, slo_ms, currency)

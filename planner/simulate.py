@@ -60,6 +60,30 @@ class LogNormal:
         sigma = Z99 - math.sqrt(discriminant)
         return cls(mu=math.log(mean) - sigma * sigma / 2, sigma=sigma)
 
+    def cdf(self, x: float) -> float:
+        if x <= 0:
+            return 0.0
+        if self.sigma == 0:
+            return 1.0 if x >= math.exp(self.mu) else 0.0
+        return 0.5 * (1 + math.erf((math.log(x) - self.mu) / (self.sigma * math.sqrt(2))))
+
+    def padded_mean(self, buckets: Sequence[int], cap: int) -> float:
+        """Mean of min(X, cap) rounded up to the smallest bucket holding it (X itself past the largest):
+        the prefill work per prompt of an engine compiled for those buckets."""
+        total, below = 0.0, 0.0
+        for bucket in sorted(buckets):
+            reached = 1.0 if bucket >= cap else self.cdf(bucket)
+            total += bucket * (reached - below)
+            below = reached
+            if reached == 1.0:
+                return total
+        # Past the largest bucket (a config the container refuses; kept for completeness): the prompt itself.
+        mean = math.exp(self.mu + self.sigma * self.sigma / 2)
+        shifted = LogNormal(self.mu + self.sigma * self.sigma, self.sigma)
+        last = max(buckets) if buckets else 0
+        tail = mean * (shifted.cdf(cap) - shifted.cdf(last)) + cap * (1 - self.cdf(cap))
+        return total + tail
+
     def draw(self, rng: np.random.Generator, size: int, cap: int) -> np.ndarray:
         """Whole tokens, at least 1 and at most cap (the engine's limit)."""
         values = (
@@ -70,10 +94,23 @@ class LogNormal:
 
 @dataclass(frozen=True)
 class Engine:
-    """One engine replica's speed: prefill throughput and decode step time by batch size."""
+    """One engine replica's speed: prefill throughput and decode step time by batch size.
+
+    With `prefill_buckets`, a prompt is prefilled at the length of the smallest bucket that holds it, as a
+    Neuron engine runs the context-encoding graph compiled for that bucket (the padding is work too)."""
 
     prefill_tokens_per_second: float
     decode_step_seconds: tuple[float, ...]  # index = sequences in the batch (0 unused), 1..max_num_seqs
+    prefill_buckets: tuple[int, ...] = ()  # ascending; empty: prompts are prefilled at their own length
+
+    def padded(self, prompt_tokens: np.ndarray) -> np.ndarray:
+        """The tokens each prompt is prefilled at: its bucket, or itself past the largest bucket."""
+        if not self.prefill_buckets:
+            return prompt_tokens
+        buckets = np.asarray(self.prefill_buckets, dtype=np.int64)
+        index = np.searchsorted(buckets, prompt_tokens, side="left")
+        inside = index < len(buckets)
+        return np.where(inside, buckets[np.minimum(index, len(buckets) - 1)], prompt_tokens)
 
     @property
     def max_num_seqs(self) -> int:
@@ -160,6 +197,7 @@ class _Replica:
         "index",
         "inv_prefill",
         "outstanding",
+        "prompt",
         "queue",
         "running",
         "step",
@@ -167,8 +205,9 @@ class _Replica:
         "tokens",
     )
 
-    def __init__(self, index: int, host: int, engine: Engine) -> None:
+    def __init__(self, index: int, host: int, engine: Engine, prompt: list[int]) -> None:
         self.index = index
+        self.prompt = prompt  # tokens each request is prefilled at on this engine (bucket-padded)
         self.host = host
         self.inv_prefill = 1.0 / engine.prefill_tokens_per_second
         self.steps = engine.decode_step_seconds
@@ -194,10 +233,17 @@ def simulate(
     and last token. Pure: the same inputs give the same outcome."""
     replicas: list[_Replica] = []
     host_replicas: list[list[_Replica]] = []
+    prefilled: dict[tuple[int, ...], list[int]] = {}  # bucket list -> padded prompts, shared by its engines
     for group in groups:
+        buckets = group.engine.prefill_buckets
+        if buckets not in prefilled:
+            prefilled[buckets] = group.engine.padded(requests.prompt).tolist()
         for _ in range(group.count):
             host = len(host_replicas)
-            members = [_Replica(len(replicas) + i, host, group.engine) for i in range(group.replicas)]
+            members = [
+                _Replica(len(replicas) + i, host, group.engine, prefilled[buckets])
+                for i in range(group.replicas)
+            ]
             host_replicas.append(members)
             replicas.extend(members)
     hosts = len(host_replicas)
@@ -205,7 +251,6 @@ def simulate(
         raise ValueError("a fleet needs at least one host")
 
     arrival = requests.arrival.tolist()
-    prompt = requests.prompt.tolist()
     output = requests.output.tolist()
     count = len(arrival)
     ttft = [0.0] * count
@@ -236,6 +281,7 @@ def simulate(
             # Prefill first: each admitted prompt is encoded in turn and emits its first token.
             time = now
             inv_prefill = replica.inv_prefill
+            prompt = replica.prompt
             for _ in range(free if free < len(queue) else len(queue)):
                 request = queue.popleft()
                 time += prompt[request] * inv_prefill
@@ -265,7 +311,7 @@ def simulate(
         batch = [queue.popleft() for _ in range(size)]
         time = now
         for request in batch:
-            time += prompt[request] * replica.inv_prefill
+            time += replica.prompt[request] * replica.inv_prefill
             ttft[request] = time - arrival[request]
         step = replica.steps[size]  # a static batch steps at its full size until its longest sequence ends
         longest = 0
@@ -291,13 +337,13 @@ def simulate(
             if time == replica.event_time:  # otherwise an earlier boundary replaced this event
                 handle(replica, time)
 
-    host_range = range(hosts)
     least_outstanding = balancer is Balancer.LEAST_OUTSTANDING
     for request in range(count):
         now = arrival[request]
         if events and events[0][0] <= now:
             advance(now)
-        host = min(host_range, key=host_out.__getitem__) if least_outstanding else request % hosts
+        # The first host with the fewest outstanding (index of the min runs in C, unlike min with a key).
+        host = host_out.index(min(host_out)) if least_outstanding else request % hosts
         members = host_replicas[host]
         replica = members[0]
         for candidate in members:

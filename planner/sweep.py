@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from planner.buckets import prefill_buckets
 from planner.plan import Demand, nominal_capacity
 from planner.profiles import load_profiles
 from planner.simulate import Balancer, HostGroup, LogNormal, draw_requests, simulate
@@ -28,13 +29,25 @@ class Curve:
 
 
 def mixed_fleet(hosts: int, max_num_seqs: int = 32) -> list[HostGroup]:
+    """The default fleets, with the container's prefill buckets as the planner simulates them."""
     profiles = load_profiles()
+    buckets = prefill_buckets()
     inf2 = profiles[("inf2.48xlarge", 8)]
     trn1 = profiles[("trn1.32xlarge", 8)]
     trn1_hosts = max(1, hosts // 3)
     return [
-        HostGroup("inf2.48xlarge", inf2.engine(max_num_seqs), inf2.engine_replicas, hosts - trn1_hosts),
-        HostGroup("trn1.32xlarge", trn1.engine(max_num_seqs), trn1.engine_replicas, trn1_hosts),
+        HostGroup(
+            "inf2.48xlarge",
+            inf2.engine(max_num_seqs, prefill_buckets=buckets),
+            inf2.engine_replicas,
+            hosts - trn1_hosts,
+        ),
+        HostGroup(
+            "trn1.32xlarge",
+            trn1.engine(max_num_seqs, prefill_buckets=buckets),
+            trn1.engine_replicas,
+            trn1_hosts,
+        ),
     ]
 
 
@@ -81,7 +94,9 @@ def plot(curves: Sequence[Curve], out: Path, slo_ms: float = 1000.0) -> None:
         axis.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("p99 time to first token (ms)")
     axes[0].legend()
-    figure.suptitle("Mixed fleet, 2 inf2.48xlarge : 1 trn1.32xlarge, TP 8, continuous batching")
+    figure.suptitle(
+        "Mixed fleet, 2 inf2.48xlarge : 1 trn1.32xlarge, TP 8, continuous batching, prefill buckets"
+    )
     figure.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out, dpi=110)

@@ -16,6 +16,33 @@ BAD_FORECASTS = [
         id="negative-rate",
     ),
     pytest.param(
+        SMALL_FORECAST.replace("second: 40", "second: 0"),
+        ["forecast.yaml:5", "regions.us-east-1.peak_requests_per_second", "a peak of 0 has nothing to plan"],
+        id="zero-rate",
+    ),
+    pytest.param(
+        SMALL_FORECAST.replace("peak_requests_per_second: 40", "peak_tokens_per_minute: 0"),
+        ["regions.us-east-1.peak_tokens_per_minute", "a peak of 0 has nothing to plan"],
+        id="zero-tokens",
+    ),
+    pytest.param(
+        SMALL_FORECAST.replace(
+            "peak_requests_per_second: 40", "peak_requests_per_second: 40\n    peak_tokens_per_minute: 9"
+        ),
+        ["regions.us-east-1", "give exactly one of peak_requests_per_second and peak_tokens_per_minute"],
+        id="two-peaks",
+    ),
+    pytest.param(
+        SMALL_FORECAST.replace("    peak_requests_per_second: 40\n", ""),
+        ["regions.us-east-1", "give exactly one of"],
+        id="no-peak",
+    ),
+    pytest.param(
+        SMALL_FORECAST + "failover_headroom: 1.5\n",
+        ["failover_headroom"],
+        id="failover-headroom-above-100pc",
+    ),
+    pytest.param(
         SMALL_FORECAST.replace("{mean: 900, p99: 3000}", "{mean: 900, p99: 300}", 1),
         ["forecast.yaml:6", "regions.us-east-1.prompt_tokens", "p99 (300) is below the mean (900)"],
         id="p99-below-mean",
@@ -79,3 +106,19 @@ def test_the_shipped_forecast_is_valid() -> None:
     assert forecast.event.name == "prime-day"
     assert list(forecast.regions) == ["us-east-1", "us-west-2", "us-east-2"]
     assert forecast.survive_region_loss
+
+
+def test_tokens_per_minute_become_requests_per_second_by_the_mean_tokens_per_request(write) -> None:
+    forecast, _ = load_forecast(
+        write(SMALL_FORECAST.replace("peak_requests_per_second: 40", "peak_tokens_per_minute: 3000000"))
+    )
+    east = forecast.regions["us-east-1"]
+    assert east.requests_per_second == pytest.approx(3_000_000 / 60 / (900 + 250))
+    assert forecast.regions["us-west-2"].requests_per_second == 20
+
+
+def test_failover_headroom_defaults_to_ten_percent(write) -> None:
+    forecast, _ = load_forecast(write(SMALL_FORECAST))
+    assert forecast.failover_headroom == 0.1
+    forecast, _ = load_forecast(write(SMALL_FORECAST + "failover_headroom: 0.25\n"))
+    assert forecast.failover_headroom == 0.25

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from planner.buckets import MODEL_JSON, prefill_buckets
 from planner.inputs import gather
 from settings.loader import ConfigError
 
@@ -27,23 +30,90 @@ def test_a_forecast_region_the_config_lacks_is_named(write) -> None:
 def test_an_slo_below_the_prefill_floor_of_the_longest_prompt_is_refused(write) -> None:
     message = gather_error(write(SMALL_FORECAST.replace("ttft_p99_ms: 1000", "ttft_p99_ms: 300")), DEFAULT)
     assert "forecast.yaml:2: slo.ttft_p99_ms: 300 ms is below the prefill floor in us-east-1" in message
-    assert "p99 prompt of 3000 tokens alone takes 366 ms on the fastest engine" in message
+    # A 3,000-token prompt runs the 4,096-token context bucket of the container's model.json.
+    assert "p99 prompt of 3000 tokens (prefilled as 4096, its bucket) alone takes 500 ms" in message
 
 
-def test_a_fleet_without_a_profile_says_how_to_get_one(write) -> None:
+def test_a_fleet_no_profile_can_be_derived_for_is_named_with_its_line_and_profile_option(write) -> None:
+    """TP 1 on inf2: half a chip's 16 GiB holds no 8B weights plus KV cache, so nothing can be derived."""
     config = write(
         f"""\
         base: {DEFAULT}
         regions:
           us-east-1:
             fleets:
-              - {{instance_type: trn1.32xlarge, tensor_parallel: 32}}
+              - {{instance_type: inf2.48xlarge, tensor_parallel: 1, min: 1, max: 2}}
         """,
-        "tp32.yaml",
+        "tp1.yaml",
     )
     message = gather_error(write(SMALL_FORECAST), config)
-    assert "regions.us-east-1.fleets[instance_type=trn1.32xlarge]: no performance profile" in message
-    assert "at tensor_parallel 32" in message and "make bench-serving" in message
+    assert (
+        "tp1.yaml:5: regions.us-east-1.fleets[instance_type=inf2.48xlarge]: no performance profile" in message
+    )
+    assert "at tensor_parallel 1" in message and "PROFILE=" in message and "make bench-serving" in message
+
+
+def test_a_type_and_tp_without_a_file_get_a_profile_derived_per_chip(write) -> None:
+    """The issue's example: a config that validates (eu-west-1, inf2.24xlarge) can be planned."""
+    config = write(
+        f"""\
+        base: {DEFAULT}
+        regions:
+          eu-west-1:
+            weight: 10
+            fleets:
+              - {{instance_type: inf2.24xlarge, tensor_parallel: 4, min: 1, max: 4}}
+        """,
+        "eu.yaml",
+    )
+    forecast = write(SMALL_FORECAST.replace("us-west-2", "eu-west-1"))
+    inputs = gather(forecast, config)
+    (eu,) = [region for region in inputs.regions if region.name == "eu-west-1"]
+    assert eu.derived == (True,) and eu.hourly_prices == (8.11329,)
+    assert eu.templates[0].replicas == 3  # 12 NeuronCores / TP 4
+
+
+def test_prompt_p99_plus_output_above_max_model_len_is_refused(write) -> None:
+    forecast = write(SMALL_FORECAST.replace("{mean: 900, p99: 3000}", "{mean: 900, p99: 7800}", 1))
+    message = gather_error(forecast, DEFAULT)
+    assert "forecast.yaml:6: regions.us-east-1.prompt_tokens.p99" in message
+    assert (
+        "7800 tokens plus a p99 output of 900 is 8700 tokens, above the model's max_model_len of 8192"
+        in message
+    )
+
+
+def test_prefill_buckets_are_read_from_the_containers_engine_settings(write, tmp_path) -> None:
+    shipped = gather(write(SMALL_FORECAST), DEFAULT)
+    assert shipped.regions[0].templates[0].engine.prefill_buckets == (512, 1024, 2048, 4096, 8192)
+    settings = json.loads(MODEL_JSON.read_text())
+    settings["additional_config"]["override_neuron_config"]["context_encoding_buckets"] = [2048, 8192]
+    other = tmp_path / "model.json"
+    other.write_text(json.dumps(settings))
+    inputs = gather(write(SMALL_FORECAST), DEFAULT, engine_settings=other)
+    assert inputs.regions[0].templates[0].engine.prefill_buckets == (2048, 8192)
+    settings["additional_config"]["override_neuron_config"]["enable_bucketing"] = False
+    other.write_text(json.dumps(settings))
+    inputs = gather(write(SMALL_FORECAST), DEFAULT, engine_settings=other)
+    assert inputs.regions[0].templates[0].engine.prefill_buckets == ()
+
+
+def test_a_broken_bucket_list_is_named(tmp_path) -> None:
+    bad = tmp_path / "model.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "additional_config": {
+                    "override_neuron_config": {
+                        "enable_bucketing": True,
+                        "context_encoding_buckets": [512, "x"],
+                    }
+                }
+            }
+        )
+    )
+    with pytest.raises(ConfigError, match=r"context_encoding_buckets: expected a list of positive"):
+        prefill_buckets(bad)
 
 
 def test_a_fleet_without_a_price_is_named(write) -> None:
@@ -59,6 +129,8 @@ def test_a_fleet_without_a_price_is_named(write) -> None:
     message = gather_error(write(SMALL_FORECAST), DEFAULT, prices_path=prices)
     assert "per_hour.us-east-1.trn1.32xlarge: no price for this fleet" in message
     assert "per_hour.us-west-2.inf2.48xlarge: no price" in message
+    assert 'PLAN_ARGS="--prices FILE"' in message
+    assert "default.yaml:" in message and "regions.us-east-1.fleets[instance_type=trn1.32xlarge]" in message
 
 
 def test_inputs_keep_the_configs_mix_and_replicas(write) -> None:

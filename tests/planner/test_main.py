@@ -14,9 +14,9 @@ from .conftest import REPO, SMALL_FORECAST
 
 def test_plan_prints_the_fleets_and_writes_the_overlay(write, tmp_path: Path, capsys) -> None:
     out = tmp_path / "spring-sale.yaml"
-    code = main(
-        [str(write(SMALL_FORECAST)), "--config", str(REPO / "config" / "default.yaml"), "--out", str(out)]
-    )
+    forecast = write(SMALL_FORECAST)
+    config = str(REPO / "config" / "default.yaml")
+    code = main([str(forecast), "--config", config, "--out", str(out), "--seeds", "2"])
     printed = capsys.readouterr().out
     assert code == 0
     for fragment in (
@@ -24,12 +24,25 @@ def test_plan_prints_the_fleets_and_writes_the_overlay(write, tmp_path: Path, ca
         "us-west-2",
         "inf2.48xlarge",
         "trn1.32xlarge",
-        "headroom",
+        "headroom",  # table headers wrap: their words, and the columns themselves in test_report.py
+        "SLO crossed",
+        "region lost",
         "USD/hour",
+        "USD/M",
+        "seeds",
         "total",
+        "Event cost over its 24-hour window",
+        "Region-loss premium",
+        "(the knee)",
+        "make plan-plot",
     ):
-        assert fragment in printed
-    assert "config/default.yaml" in out.read_text()
+        assert fragment in " ".join(printed.split()), fragment
+    written = out.read_text()
+    assert "config/default.yaml" in written
+    # The header records what the overlay was made from.
+    assert f"# forecast: {forecast}" in written
+    assert f"# CONFIG: {REPO / 'config' / 'default.yaml'}" in written
+    assert f"# output: {out}" in written
     regions = load_settings(out).events[0].regions
     assert set(regions) == {"us-east-1", "us-west-2"}
     assert regions["us-east-1"]["inf2.48xlarge"].min >= 2  # never below the config's own minimum
@@ -63,3 +76,27 @@ def test_the_overlay_never_overwrites_its_own_base(write, capsys) -> None:
 def test_a_missing_profile_is_named(write, capsys) -> None:
     assert main([str(write(SMALL_FORECAST)), "--profile", "measured.yaml", "--dry-run"]) == 1
     assert "planner input error:\nmeasured.yaml: config file not found" in capsys.readouterr().err
+
+
+def test_without_out_it_says_before_writing_into_the_configs_folder_and_names_the_file(
+    write, tmp_path: Path, capsys
+) -> None:
+    config = write(f"base: {REPO / 'config' / 'default.yaml'}\n", "mine.yaml")
+    assert main([str(write(SMALL_FORECAST)), "--config", str(config), "--seeds", "1"]) == 0
+    printed = capsys.readouterr().out
+    expected = tmp_path / "spring-sale.yaml"
+    before = printed.index(f"writing the overlay into the config's folder as {expected}")
+    assert before < printed.index(f"wrote {expected}")
+    assert expected.exists()
+
+
+def test_a_published_case_study_reports_its_per_chip_rate_against_the_profiles(write, capsys) -> None:
+    forecast = write(
+        SMALL_FORECAST.replace("peak_requests_per_second: 40", "peak_tokens_per_minute: 2760000")
+        + "published: {chips: 80000, source: a blog}\n"
+    )
+    assert main([str(forecast), "--dry-run", "--seeds", "1"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "Published case (a blog):" in printed
+    assert "on 80,000 chips is" in printed and "tokens/s per chip" in printed
+    assert "Why they differ" in printed

@@ -108,3 +108,12 @@ def test_the_shipped_prime_day_config_is_the_event_the_shipped_forecast_plans() 
         for fleet in default.regions[name].fleets:
             assert fleets[fleet.instance_type].min >= fleet.min
             assert fleets[fleet.instance_type].max >= fleet.max
+
+
+def test_the_overlay_header_records_what_it_was_made_from_and_stays_a_valid_config(tmp_path: Path) -> None:
+    out = tmp_path / "peak.yaml"
+    made_from = (("forecast", "f.yaml"), ("CONFIG", "config/default.yaml"), ("output", str(out)))
+    text = render(base_reference(DEFAULT, out), WINDOW, [region_plan()], 30, "test", made_from)
+    assert "# forecast: f.yaml\n# CONFIG: config/default.yaml\n" in text and f"# output: {out}\n" in text
+    write_overlay(out, text)
+    assert load_settings(out).events[0].name == "prime-day"

@@ -8,10 +8,16 @@ from hypothesis import strategies as st
 
 from planner.plan import (
     Demand,
+    DesignRate,
+    FleetPlan,
+    Knees,
     PlanError,
+    RegionPlan,
     Search,
+    Sized,
     design_rates,
     fleet_counts,
+    knee_of,
     nominal_capacity,
     size_region,
     slice_of,
@@ -26,6 +32,11 @@ TEMPLATES = (
 )
 MIX = (20.0, 10.0)
 DEMAND = Demand(LogNormal.fit(900, 3000), LogNormal.fit(250, 900), 900, 250, 8191, 1024)
+BUCKETS = (512, 1024, 2048, 4096, 8192)
+BUCKETED = (
+    HostGroup("inf2.48xlarge", PROFILES[("inf2.48xlarge", 8)].engine(32, prefill_buckets=BUCKETS), 3, 0),
+    HostGroup("trn1.32xlarge", PROFILES[("trn1.32xlarge", 8)].engine(32, prefill_buckets=BUCKETS), 4, 0),
+)
 QUICK = Search(slo_ms=1000, window_seconds=120, verify_seconds=300, slice_hosts=12)
 
 
@@ -106,3 +117,88 @@ def test_no_traffic_needs_no_hosts() -> None:
 def test_an_slo_no_fleet_reaches_is_a_plan_error() -> None:
     with pytest.raises(PlanError, match="no fleet up to"):
         size_region(TEMPLATES, MIX, DEMAND, 50.0, Search(slo_ms=300, window_seconds=60, max_growth=2))
+
+
+def test_failover_headroom_sizes_a_region_above_its_share_of_a_lost_regions_traffic() -> None:
+    peaks = {"us-east-1": 2500.0, "us-west-2": 1500.0, "us-east-2": 1000.0}
+    weights = {"us-east-1": 50, "us-west-2": 30, "us-east-2": 20}
+    rates = design_rates(peaks, weights, headroom=0.2, survive_region_loss=True, failover_headroom=0.1)
+    west = rates["us-west-2"]
+    assert west.failover_load == pytest.approx(1500 + 2500 * 30 / 50)
+    assert west.rate == pytest.approx(west.failover_load * 1.1)
+    assert west.reason == "us-east-1 lost +10%" and west.failover_reason == "us-east-1 lost"
+    assert west.peak == 1500
+    alone = design_rates(peaks, weights, headroom=0.2, survive_region_loss=False, failover_headroom=0.1)
+    assert alone["us-west-2"].failover_load == 0 and alone["us-west-2"].rate == pytest.approx(1800)
+
+
+def test_buckets_cut_a_fleets_throughput_bound() -> None:
+    """Mean prefill work x1.45 at the forecast's prompts: the bound falls, trn1's most (more replicas)."""
+    plain = nominal_capacity([TEMPLATES[1].with_count(1)], DEMAND)
+    bucketed = nominal_capacity([BUCKETED[1].with_count(1)], DEMAND)
+    assert 0.7 < bucketed / plain < 0.85
+
+
+@pytest.mark.parametrize("seed", [3, 7, 11])
+@pytest.mark.parametrize("rate", [1500.0, 3000.0])
+def test_the_fast_path_gives_the_hosts_of_the_direct_search(seed: int, rate: float) -> None:
+    """Scaling the slice's knee by the rate against searching the fleet itself, in the same windows."""
+    search = Search(slo_ms=1000, window_seconds=120, verify_seconds=120, slice_hosts=12, seed=seed)
+    fast = size_region(BUCKETED, MIX, DEMAND, rate, search)
+    direct = size_region(BUCKETED, MIX, DEMAND, rate, Search(**{**search.__dict__, "fast": False}))
+    assert fast.fast and not direct.fast
+    assert abs(fast.scale - direct.scale) <= max(1, 0.01 * direct.scale), (fast.scale, direct.scale)
+    assert fast.simulations < direct.simulations
+
+
+def test_with_a_longer_verification_the_fast_path_stays_within_the_direct_searchs_steps() -> None:
+    """The direct search steps up 2% when the full window disagrees, the fast path steps its knee down 1%."""
+    search = Search(slo_ms=1000, window_seconds=120, verify_seconds=300, slice_hosts=12)
+    fast = size_region(BUCKETED, MIX, DEMAND, 3000.0, search)
+    direct = size_region(BUCKETED, MIX, DEMAND, 3000.0, Search(**{**search.__dict__, "fast": False}))
+    assert abs(fast.scale - direct.scale) <= 0.02 * direct.scale, (fast.scale, direct.scale)
+    assert fast.p99_ttft_ms <= 1000
+
+
+def test_regions_of_one_shape_share_one_knee_search() -> None:
+    search = Search(slo_ms=1000, window_seconds=120, verify_seconds=120, slice_hosts=12)
+    knees = Knees()
+    first = size_region(BUCKETED, MIX, DEMAND, 3000.0, search, knees=knees)
+    second = size_region(BUCKETED, MIX, DEMAND, 2000.0, search, knees=knees)
+    assert first.simulations > 0 and second.simulations == 0
+    assert second.scale == pytest.approx(first.scale * 2 / 3, abs=2)
+
+
+def test_the_knee_is_where_p99_crosses_the_slo() -> None:
+    search = Search(slo_ms=1000, window_seconds=120, verify_seconds=120, slice_hosts=12)
+    sized = size_region(BUCKETED, MIX, DEMAND, 3000.0, search)
+    assert sized.knee >= 3000.0
+    fleet = [t.with_count(c) for t, c in zip(BUCKETED, sized.counts, strict=True)]
+    part, share = slice_of(fleet, 12, DEMAND)
+
+    def p99(rate: float) -> float:
+        load = draw_requests(rate * share, 120, DEMAND.prompt, DEMAND.output, search.seed, 8191, 1024)
+        return simulate(part, load).p99_ttft_ms()
+
+    assert p99(sized.knee) <= 1000 < p99(sized.knee * 1.03)
+    assert knee_of(fleet, DEMAND, search) == pytest.approx(sized.knee, rel=0.01)
+
+
+def test_margins_headroom_and_cost_per_million_tokens() -> None:
+    design = DesignRate(3300.0, "us-east-1 lost +10%", 1500.0, 3000.0, "us-east-1 lost")
+    sized = Sized(300, (200, 100), 900.0, 1, 1, (8, 4), knee=3400.0, fast=True)
+    fleets = (
+        FleetPlan("inf2.48xlarge", 200, 300, 2400, 12.0, 180, 400, traffic_share=0.6),
+        FleetPlan("trn1.32xlarge", 100, 150, 1600, 20.0, 90, 200, traffic_share=0.4),
+    )
+    plan = RegionPlan("us-west-2", 1500.0, design, fleets, sized, 900.0, 250.0, 150, 1800.0)
+    assert plan.normal_margin == pytest.approx(3400 / 1500 - 1)
+    assert plan.failover_margin == pytest.approx(3400 / 3000 - 1)
+    assert plan.cost_per_hour == 200 * 12 + 100 * 20
+    assert plan.cost_range == (180 * 12 + 90 * 20, 400 * 12 + 200 * 20)
+    tokens = 1500 * 3600 * 1150 / 1e6  # millions per hour at the peak
+    assert plan.cost_per_million_tokens() == pytest.approx(4400 / tokens)
+    assert plan.cost_per_million_tokens(output_only=True) == pytest.approx(4400 / (tokens * 250 / 1150))
+    assert plan.fleet_cost_per_million_tokens(fleets[0]) == pytest.approx(2400 / (tokens * 0.6))
+    no_failover = RegionPlan("a", 100.0, DesignRate(120.0, "peak +20%", 100.0), fleets, sized)
+    assert no_failover.failover_margin is None

@@ -4,16 +4,32 @@ from __future__ import annotations
 
 import pytest
 
-from planner.prices import load_prices
+from planner.prices import SHIPPED, load_prices
+from settings.instances import INSTANCES
 from settings.loader import ConfigError
 
 
-def test_shipped_prices_have_a_source_a_date_and_cover_the_default_fleets() -> None:
+def test_shipped_prices_have_a_source_and_a_date() -> None:
     prices = load_prices()
     assert prices.source and prices.effective
-    for region in ("us-east-1", "us-west-2", "us-east-2"):
-        assert prices.hourly(region, "inf2.48xlarge") and prices.hourly(region, "trn1.32xlarge")
-    assert prices.hourly("eu-west-1", "inf2.48xlarge") is None
+    assert "settings/instances.py" in SHIPPED.read_text()  # the file says what it covers
+
+
+def test_every_region_and_type_of_the_instance_catalog_is_priced_or_says_why_not() -> None:
+    """The catalog's offer list (from the AWS price list cfn-lint bundles) and the prices cannot drift."""
+    prices = load_prices()
+    for name, facts in INSTANCES.items():
+        for region in facts.regions:
+            assert prices.hourly(region, name) or prices.why_unpriced(region, name), (region, name)
+    assert prices.hourly("eu-west-1", "inf2.24xlarge") == 8.11329
+    assert prices.hourly("us-east-1", "inf2.48xlarge") == 12.98127
+
+
+def test_prices_only_for_where_ec2_offers_the_type() -> None:
+    prices = load_prices()
+    for region, by_type in prices.per_hour.items():
+        for name in by_type:
+            assert INSTANCES[name].offered_in(region), (region, name)
 
 
 def test_an_unknown_instance_type_in_prices_is_refused(write) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
-from planner.profiles import load_profiles
+from planner.profiles import SHIPPED, Profile, load_profiles, profile_for
+from settings.instances import INSTANCES
 from settings.loader import ConfigError
 
 MEASURED = """\
@@ -17,14 +19,77 @@ decode_step_ms: {"1": 6.0, "16": 9.0}
 """
 
 
-def test_shipped_profiles_cite_a_source_and_trn1_is_about_20_percent_faster() -> None:
+def test_shipped_profiles_are_per_chip_and_say_so() -> None:
+    """Inferentia2 and Trainium chips have the same NeuronCore-v2 compute and memory: a replica on 4 chips
+    of either runs at one speed; the hosts differ by how many replicas they hold."""
     profiles = load_profiles()
     inf2, trn1 = profiles[("inf2.48xlarge", 8)], profiles[("trn1.32xlarge", 8)]
     assert all(profile.source for profile in profiles.values())
-    assert trn1.prefill_tokens_per_second / inf2.prefill_tokens_per_second == pytest.approx(1.2, abs=0.01)
-    for batch in (1, 8, 32):
-        assert inf2.step_ms(batch) / trn1.step_ms(batch) == pytest.approx(1.2, abs=0.01)
+    assert inf2.prefill_tokens_per_second == trn1.prefill_tokens_per_second
+    assert inf2.decode_step_ms == trn1.decode_step_ms
     assert (inf2.engine_replicas, trn1.engine_replicas) == (3, 4)
+    for path in SHIPPED.glob("*.yaml"):
+        text = path.read_text()
+        assert "Per chip" in text and "NeuronCore-v2" in text, path.name
+        assert "make bench-serving PROFILE_OUT=" in text, path.name
+
+
+def test_shipped_profiles_carry_a_throughput_range() -> None:
+    for profile in load_profiles().values():
+        assert profile.throughput_range.low < 1 < profile.throughput_range.high
+        slow = profile.engine(32, speed=profile.throughput_range.low)
+        assert slow.prefill_tokens_per_second == pytest.approx(
+            profile.prefill_tokens_per_second * profile.throughput_range.low
+        )
+
+
+@pytest.mark.parametrize("instance_type", list(INSTANCES))
+def test_every_catalog_type_gets_a_profile_at_every_tp_that_holds_the_model(instance_type: str) -> None:
+    profiles = load_profiles()
+    facts = INSTANCES[instance_type]
+    usable = []
+    for tp in facts.tensor_parallel_degrees():
+        profile = profile_for(profiles, instance_type, tp)
+        assert profile.instance_type == instance_type and profile.tensor_parallel == tp
+        assert profile.derived == ((instance_type, tp) not in profiles)
+        if profile.derived:
+            assert "derived per chip" in profile.source and "PROFILE_OUT=" in profile.source
+            assert profile.throughput_range.low < profiles[("trn1.32xlarge", 8)].throughput_range.low
+        if profile.kv_cache_sequences(8192) >= 1:
+            usable.append(tp)
+    assert usable, instance_type
+
+
+def test_a_derived_profile_scales_with_the_chips_of_a_replica() -> None:
+    profiles = load_profiles()
+    base = profiles[("inf2.48xlarge", 8)]  # 4 chips
+    two_chips = profile_for(profiles, "inf2.24xlarge", 4)
+    assert two_chips.prefill_tokens_per_second == pytest.approx(base.prefill_tokens_per_second / 2)
+    assert two_chips.step_ms(32) == pytest.approx(base.step_ms(32) * 2)
+
+
+def test_the_kv_cache_caps_the_batch_when_it_holds_fewer_sequences_than_max_num_seqs() -> None:
+    profiles = load_profiles()
+    one_chip = profile_for(profiles, "inf2.8xlarge", 2)  # 32 GiB: 15 GiB of weights, the rest for KV
+    held = one_chip.kv_cache_sequences(8192)  # 1 GiB per 8,192-token sequence at 128 KiB per token
+    assert held == int((32 * 0.9 - 15.0) * 2**30 // (131072 * 8192)) == 13
+    assert one_chip.engine(32, max_model_len=8192).max_num_seqs == 13
+    assert one_chip.engine(32, max_model_len=2048).max_num_seqs == 32  # four times as many fit: no cap
+    assert profiles[("trn1.32xlarge", 8)].engine(32, max_model_len=8192).max_num_seqs == 32
+    with pytest.raises(ValueError, match="no KV cache"):
+        profile_for(profiles, "inf2.48xlarge", 1).engine(32, max_model_len=8192)
+
+
+def test_speculative_decoding_speeds_decode_by_the_expected_accepted_tokens() -> None:
+    text = MEASURED + "speculative: {draft_tokens: 4, acceptance: 0.7, draft_cost: 0.05}\n"
+    profile = Profile.model_validate(yaml.safe_load(text))
+    expected_tokens = (1 - 0.7**5) / (1 - 0.7)  # Leviathan et al. 2023, eq. 1
+    assert profile.speculative.decode_speedup == pytest.approx(expected_tokens / 1.2)
+    faster, plain = profile.engine(16), profile.engine(16, speculative=False)
+    assert faster.decode_step_seconds[8] == pytest.approx(
+        plain.decode_step_seconds[8] / (expected_tokens / 1.2)
+    )
+    assert faster.prefill_tokens_per_second == plain.prefill_tokens_per_second
 
 
 def test_decode_step_is_linear_between_points_and_continues_past_the_last() -> None:

@@ -140,7 +140,8 @@ def test_round_robin_gives_every_host_the_same_count_and_lor_favours_the_faster_
     even = np.bincount(simulate(groups, load, Balancer.ROUND_ROBIN).host, minlength=4)
     assert even.max() - even.min() <= 1
     lor = np.bincount(simulate(groups, load, Balancer.LEAST_OUTSTANDING).host, minlength=4)
-    assert lor[2:].sum() > 1.2 * lor[:2].sum()  # the trn1 hosts (4 faster replicas) take more
+    # The trn1 hosts hold 4 replicas to inf2's 3 (the same speed per chip): under load they take more.
+    assert lor[2:].sum() > 1.1 * lor[:2].sum()
 
 
 fleets = st.tuples(st.integers(0, 3), st.integers(0, 3)).filter(lambda counts: sum(counts) > 0)
@@ -204,3 +205,35 @@ def test_the_same_inputs_give_the_same_outcome() -> None:
 def test_a_fleet_without_hosts_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one host"):
         simulate(mixed(0, 0), draw_requests(1, 10, PROMPT, OUTPUT, seed=1))
+
+
+BUCKETS = (512, 1024, 2048, 4096, 8192)
+
+
+def test_a_prompt_is_prefilled_at_the_length_of_its_bucket() -> None:
+    engine = Engine(1000.0, (0.0, 0.010), BUCKETS)  # 1 ms per prefilled token
+    outcome = simulate(
+        [HostGroup("x", engine, 1, 1)], requests((0.0, 600, 1), (10.0, 1024, 1), (20.0, 9000, 1))
+    )
+    # 600 tokens run the 1,024 bucket; a bucket's own length is not padded; past the largest, as is.
+    assert list(outcome.ttft) == pytest.approx([1.024, 1.024, 9.0])
+
+
+def test_bucket_padding_makes_the_mean_prefill_about_145_percent_of_the_prompt() -> None:
+    """The forecast's prompts (mean 900, p99 3,000) in the container's buckets: x1.45 the work."""
+    padded = PROMPT.padded_mean(BUCKETS, 8191)
+    drawn = Engine(1.0, (0.0, 1.0), BUCKETS).padded(PROMPT.draw(np.random.default_rng(3), 400_000, 8191))
+    assert padded == pytest.approx(drawn.mean(), rel=0.01)
+    assert padded / 900 == pytest.approx(1.45, abs=0.02)
+    assert PROMPT.padded_mean((), 8191) == pytest.approx(900, rel=0.01)  # no buckets: the mean itself
+
+
+def test_buckets_lower_a_replicas_throughput() -> None:
+    plain = TRN1.engine(32)
+    bucketed = TRN1.engine(32, prefill_buckets=BUCKETS)
+    load = draw_requests(
+        0.9 * plain.requests_per_second(900, 250), 600, PROMPT, OUTPUT, seed=4, max_prompt=8191
+    )
+    fast = simulate([HostGroup("trn1", plain, 1, 1)], load).p99_ttft_ms()
+    slow = simulate([HostGroup("trn1", bucketed, 1, 1)], load).p99_ttft_ms()
+    assert slow > 2 * fast

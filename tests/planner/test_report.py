@@ -1,0 +1,68 @@
+"""The tables and notes `make plan` prints, from plans built by hand."""
+
+from __future__ import annotations
+
+import io
+from datetime import datetime
+
+from rich.console import Console
+
+from planner.plan import DesignRate, FleetPlan, RegionPlan, Sized
+from planner.report import fleet_table, notes, region_table
+
+SIZED = Sized(300, (200, 100), 900.0, 1, 1, (8, 4), knee=3400.0, fast=True)
+FLEETS = (
+    FleetPlan("inf2.48xlarge", 200, 300, 2400, 12.0, 180, 400, 0.6, False, 1.0),
+    FleetPlan("inf2.24xlarge", 100, 150, 600, 6.0, 90, 200, 0.4, True, 1.8),
+)
+PLAN = RegionPlan(
+    "us-west-2",
+    1500.0,
+    DesignRate(3300.0, "us-east-1 lost +10%", 1500.0, 3000.0, "us-east-1 lost"),
+    FLEETS,
+    SIZED,
+    900.0,
+    250.0,
+    150,
+    1800.0,
+    (300, 303, 306),
+    340,
+)
+
+
+def rendered(table) -> str:
+    console = Console(width=400, record=True, file=io.StringIO())
+    console.print(table)
+    return console.export_text()
+
+
+def test_the_fleet_table_shows_host_and_cost_ranges_and_cost_per_million_tokens() -> None:
+    text = rendered(fleet_table([PLAN], 1000, "USD"))
+    for fragment in ("USD/M tokens (all / output)", "region hosts across seeds", "180-400", "300-306"):
+        assert fragment in text, fragment
+    assert "inf2.24xlarge (derived)" in text
+    assert "2,160-4,800" in text and "2,700-6,000" in text  # cost ranges: hosts range x price, summed
+
+
+def test_the_region_table_shows_headroom_normal_and_after_a_region_loss() -> None:
+    text = rendered(region_table([PLAN], 1000, "USD"))
+    for fragment in ("headroom normal", "headroom region lost", "SLO crossed at", "+127%", "+13%"):
+        assert fragment in text, fragment
+    assert "3,000 (us-east-1)" in text and "failover +10%" in text
+
+
+def test_the_notes_explain_the_knee_the_event_cost_the_premium_and_speculative_decoding() -> None:
+    lines = " ".join(
+        notes(
+            [PLAN],
+            1000,
+            "USD",
+            datetime.fromisoformat("2027-07-08T00:00:00Z"),
+            datetime.fromisoformat("2027-07-09T00:00:00Z"),
+        )
+    )
+    assert "(the knee)" in lines and "make plan-plot" in lines
+    assert f"{(200 * 12 + 100 * 6) * 24:,.0f} USD" in lines  # the event's cost over its window
+    assert "Region-loss premium: 1,200.00 USD/hour (+67%)" in lines
+    assert "inf2.24xlarge x1.80" in lines and "us-west-2 300 instead of 340" in lines
+    assert "Derived profiles (inf2.24xlarge)" in lines and "PROFILE=" in lines
