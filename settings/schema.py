@@ -22,13 +22,18 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from settings.aws_limits import (
+    ALB_TARGETS_PER_LOAD_BALANCER,
+    ALB_TARGETS_PER_TARGET_GROUP,
+    ALB_TARGETS_PER_TASK,
     CAPACITY_BLOCK_INSTANCES_MAX,
     COLD_START_BUDGET_MAX,
     DEREGISTRATION_DELAY_MAX,
     ECS_INSTANCES_PER_CLUSTER,
+    INSTANCE_WARMUP_MAX,
 )
 from settings.instances import INSTANCES, InstanceFacts, NeuronFamily, capacity_block_types
 from settings.regions import KNOWN_REGIONS
+from settings.rollout import surge_hosts
 from settings.zones import default_zones, fleet_zones, zones_missing
 
 _S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/(?P<prefix>.*))?$")
@@ -373,6 +378,11 @@ class DeploymentConfig(StrictModel):
 class ServingConfig(StrictModel):
     # Image pull + weight download + compiled-artifact load on a new host.
     cold_start_budget_seconds: Annotated[int, Field(ge=60, le=COLD_START_BUDGET_MAX)] = 1800
+    # Boot and ECS registration of a new host: the capacity provider's managed-scaling warm-up. ECS holds
+    # further scale-out while hosts are inside it, so it must not be the cold start (the model's load): that
+    # would allow one batch of hosts per cold start. The cold-start allowance lives in the alarms only.
+    # 0 to 10,000 s (ECS API reference, ManagedScaling.instanceWarmupPeriod; AWS's default 300 s).
+    instance_warmup_seconds: Annotated[int, Field(ge=0, le=INSTANCE_WARMUP_MAX)] = 300
     health_check_grace_seconds: Annotated[int, Field(ge=60)] = 2400
     # Slowest decode rate the service promises; with max_output_tokens it bounds the longest stream.
     min_decode_tokens_per_second: Annotated[float, Field(gt=0)] = 5.0
@@ -444,12 +454,59 @@ class TlsConfig(StrictModel):
         return self
 
 
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
+
+
 class WafConfig(StrictModel):
     enabled: bool = True
-    # Requests one client IP may send per window before WAF blocks it for the rest of the window. A stream
-    # is one request, so this counts questions, not tokens; clients behind one NAT share a budget.
+    # Requests one client may send per window before WAF blocks it for the rest of the window. A stream
+    # is one request, so this counts questions, not tokens. Who "one client" is, is rate_limit_key's choice.
     rate_limit_per_ip: Annotated[int, Field(ge=10, le=2_000_000_000)] = 1000
     rate_limit_window_seconds: Literal[60, 120, 300, 600] = 300
+    # What the rate limit counts per (WAF rate-based aggregation keys):
+    # - ip (default): the connecting address. Right when shoppers reach the ALB directly; a shop backend,
+    #   NAT or CDN calling from a few addresses shares one budget among all its users, so pick another key.
+    # - forwarded_ip: the first address in rate_limit_header (default X-Forwarded-For), for a CDN or proxy
+    #   that sets it. A client reaching the ALB directly can write that header, so only where the ALB is
+    #   reachable through the proxy alone. Requests whose header holds no valid address are counted
+    #   together as one client.
+    # - header: the value of rate_limit_header (e.g. a shopper or tenant id the shop backend sets).
+    # WAF leaves requests without the key's header out of a keyed rule: source_ip_backstop_limit adds a
+    # per-address rule beside it that catches them (and sizes the backend's own addresses' ceiling).
+    rate_limit_key: Literal["ip", "forwarded_ip", "header"] = "ip"
+    rate_limit_header: str | None = None
+    source_ip_backstop_limit: Annotated[int, Field(ge=10, le=2_000_000_000)] | None = None
+
+    @field_validator("rate_limit_header")
+    @classmethod
+    def _header_name(cls, value: str | None) -> str | None:
+        if value is not None and not _HEADER_NAME.match(value):
+            raise ValueError(f"{value!r} is not an HTTP header name (letters, digits, '-', at most 64)")
+        return value
+
+    @model_validator(mode="after")
+    def _key_takes_its_header(self) -> Self:
+        if self.rate_limit_key == "header" and self.rate_limit_header is None:
+            raise _at(
+                [(("rate_limit_header",), "rate_limit_key header needs the header's name here")],
+                type(self).__name__,
+            )
+        if self.rate_limit_key == "ip":
+            where = [
+                (key, f"{key} applies to rate_limit_key forwarded_ip or header only; the key here is ip")
+                for key in ("rate_limit_header", "source_ip_backstop_limit")
+                if getattr(self, key) is not None
+            ]
+            if where:
+                raise _at([((key,), message) for key, message in where], type(self).__name__)
+        return self
+
+    @property
+    def rate_limit_header_name(self) -> str | None:
+        """The header the key reads: the configured one, X-Forwarded-For for forwarded_ip by default."""
+        if self.rate_limit_key == "forwarded_ip":
+            return self.rate_limit_header or "X-Forwarded-For"
+        return self.rate_limit_header
 
 
 class LoadBalancerConfig(StrictModel):
@@ -498,6 +555,11 @@ class EventConfig(StrictModel):
     start: EventTime
     end: EventTime
     prewarm_margin_minutes: Annotated[int, Field(ge=0, le=24 * 60)] = 30
+    # At `end` only the minimums come back down; the maximums follow this long after, while target tracking
+    # scales in at its own pace. Application Auto Scaling scales in to a lowered maximum at once, so lowering
+    # it at `end` would cut most of an event's tasks in one minute in every region. At least a minute: a
+    # maximum lowered with the minimum is that cut.
+    scale_in_after_minutes: Annotated[int, Field(ge=1, le=24 * 60)] = 120
     # region -> instance type -> the hosts the event needs
     regions: Annotated[
         dict[RegionName, Annotated[dict[str, EventHosts], Field(min_length=1)]], Field(min_length=1)
@@ -516,6 +578,11 @@ class EventConfig(StrictModel):
     def ramp_start(self, cold_start_budget_seconds: int) -> datetime:
         """When the raised bounds take effect: early enough for a new host's whole cold start."""
         return self.start - self.lead(cold_start_budget_seconds)
+
+    @property
+    def scale_in_at(self) -> datetime:
+        """When the raised maximums come down to the fleets' own: the end of the event's hold on a fleet."""
+        return self.end + timedelta(minutes=self.scale_in_after_minutes)
 
 
 class RoutingConfig(StrictModel):
@@ -726,13 +793,17 @@ class Settings(StrictModel):
         return problems
 
     def _overlap_problems(self) -> list[tuple[KeyPath, str]]:
-        """Two events on one fleet whose windows (ramp included) meet: the first one's restore would cut
-        the second one's raised bounds."""
+        """Two events on one fleet whose windows (ramp to lowered maximums) meet: the first one's restore
+        or scale-in would cut the second one's raised bounds; windows that touch would change the bounds
+        twice in one moment, in an order AWS does not promise."""
         budget = self.serving.cold_start_budget_seconds
         problems: list[tuple[KeyPath, str]] = []
         for later_index, later in enumerate(self.events):
             for earlier in self.events[:later_index]:
-                if not (later.ramp_start(budget) < earlier.end and earlier.ramp_start(budget) < later.end):
+                if not (
+                    later.ramp_start(budget) <= earlier.scale_in_at
+                    and earlier.ramp_start(budget) <= later.scale_in_at
+                ):
                     continue
                 for region, hosts in later.regions.items():
                     shared = [t for t in hosts if t in earlier.regions.get(region, {})]
@@ -741,8 +812,8 @@ class Settings(StrictModel):
                             (
                                 ("events", later_index, "regions", region, instance_type),
                                 f"overlaps event {earlier.name!r} on this fleet (windows include the "
-                                f"{self._lead_text(later)} pre-warm lead); one fleet takes one event at "
-                                "a time: merge them or move one",
+                                f"{self._lead_text(later)} pre-warm lead and the scale_in_after_minutes "
+                                "after the end); one fleet takes one event at a time: merge them or move one",
                             )
                         )
         return problems
@@ -788,26 +859,66 @@ class Settings(StrictModel):
     def _event_warnings(self, now: datetime) -> list[tuple[KeyPath, str]]:
         found: list[tuple[KeyPath, str]] = []
         for index, event in enumerate(self.events):
-            if event.end <= now:
+            if event.scale_in_at <= now:
                 found.append(
                     (
                         ("events", index, "end"),
-                        f"event {event.name!r} ended at {event.end.isoformat()}; nothing is scheduled for "
-                        "it (remove it when convenient)",
+                        f"event {event.name!r} ended at {event.end.isoformat()} and its maximums came down "
+                        f"at {event.scale_in_at.isoformat()}; nothing is scheduled for it (remove it when "
+                        "convenient)",
                     )
                 )
-        for name in self.regions:
-            for event in self.events:
-                peak = sum(self.event_bounds(event, name, fleet)[1] for fleet in self.regions[name].fleets)
-                if peak > ECS_INSTANCES_PER_CLUSTER:
-                    found.append(
-                        (
-                            ("events", self.events.index(event), "regions", name),
-                            f"up to {peak} hosts in {name}'s one ECS cluster, above ECS's default "
-                            f"{ECS_INSTANCES_PER_CLUSTER} instances per cluster: ask AWS to raise it first",
-                        )
-                    )
+        found.extend(self._region_scale_warnings())
         return found
+
+    def _region_scale_warnings(self) -> list[tuple[KeyPath, str]]:
+        """A region's hosts at their maximums plus the deploy surge against the default quotas of its one
+        ALB, its target groups and its one ECS cluster: everyday at the fleets, per event at the event."""
+        found: list[tuple[KeyPath, str]] = []
+        for name in self.regions:
+            scopes: list[tuple[KeyPath, EventConfig | None]] = [(("regions", name, "fleets"), None)]
+            scopes += [
+                (("events", index, "regions", name), event)
+                for index, event in enumerate(self.events)
+                if name in event.regions
+            ]
+            for where, event in scopes:
+                when = f"during event {event.name!r}" if event else "at the fleets' max"
+                found.extend((where, message) for message in self._scale_problems(name, event, when))
+        return found
+
+    def _scale_problems(self, region: str, event: EventConfig | None, when: str) -> list[str]:
+        hosts = self.peak_hosts(region, event)
+        targets = hosts * ALB_TARGETS_PER_TASK
+        head = f"{when}, {region} may run {hosts} hosts (max plus deploy surge), one task each"
+        problems = []
+        if targets > ALB_TARGETS_PER_LOAD_BALANCER:
+            problems.append(
+                f"{head}: {targets} targets on its one ALB (each task is an HTTP and a gRPC target), above "
+                f"the default {ALB_TARGETS_PER_LOAD_BALANCER:,} targets per ALB: ask AWS to raise it "
+                "(Service Quotas, Elastic Load Balancing); `make preflight` reads your account's"
+            )
+        if hosts > ALB_TARGETS_PER_TARGET_GROUP:
+            problems.append(
+                f"{head}: {hosts} targets in each target group, above the default "
+                f"{ALB_TARGETS_PER_TARGET_GROUP:,} targets per target group: ask AWS to raise it"
+            )
+        if hosts > ECS_INSTANCES_PER_CLUSTER:
+            problems.append(
+                f"{head}: above ECS's {ECS_INSTANCES_PER_CLUSTER:,} container instances per cluster: split "
+                "the region's load or ask AWS"
+            )
+        return problems
+
+    def peak_hosts(self, region: str, event: EventConfig | None = None) -> int:
+        """Hosts the region's fleets may run at once: each fleet's maximum (the event's where it names the
+        fleet) plus the hosts a rolling deploy may start above it."""
+        percent = self.serving.deployment.max_surge_percent
+        total = 0
+        for fleet in self.regions[region].fleets:
+            high = self.event_bounds(event, region, fleet)[1] if event else fleet.max
+            total += high + surge_hosts(high, percent)
+        return total
 
     def event_bounds(self, event: EventConfig, region: str, fleet: FleetConfig) -> tuple[int, int]:
         """(min, max) hosts of a fleet while the event's bounds hold: the event's, or the fleet's own."""

@@ -8,14 +8,32 @@ from orchestrator.routing.config import OrchestratorConfig, RegionTarget
 from orchestrator.routing.policy import PolicyParams
 from settings.schema import Settings
 
+# Powertools for AWS Lambda on the orchestrator: the public layer of the version the tests run
+# (requirements-dev.txt pins the same), found at deploy time through the SSM parameter Powertools publishes
+# per runtime and version in every region (Powertools docs, "Lambda Layer", SSM parameter).
+POWERTOOLS_VERSION = "3.37.0"
+POWERTOOLS_RUNTIME = "python3.14"
+
+
+def stack_name(settings: Settings, region: str) -> str:
+    """A region's serving stack (and its template in the cloud assembly, <name>.template.json)."""
+    return f"{settings.project}-{region}"
+
+
+def powertools_layer_parameter(version: str = POWERTOOLS_VERSION) -> str:
+    """The public SSM parameter that holds the Powertools layer's ARN in the orchestrator's region."""
+    return f"/aws/service/powertools/python/x86_64/{POWERTOOLS_RUNTIME}/{version}"
+
 
 def degraded_alarm_name(settings: Settings, region: str) -> str:
-    """Known from config alone, so routing can name it without a cross-region reference."""
+    """Every alarm of the region, for paging (one host's fault included): not what routing drains on."""
     return f"{settings.project}-{region}-region-degraded"
 
 
 def unfit_alarm_name(settings: Settings, region: str) -> str:
-    """The region's "region unfit" alarm; a wave deploy watches it with the degraded one."""
+    """The region-wide serving signals only: what the orchestrator drains a region on, and what a wave
+    deploy watches with the degraded one. Known from config alone, so routing can name it without a
+    cross-region reference."""
     return f"{settings.project}-{region}-region-unfit"
 
 
@@ -72,7 +90,8 @@ def orchestrator_config(settings: Settings) -> OrchestratorConfig:
                 min_hosts=settings.min_healthy_hosts(region),
                 endpoint_parameter=endpoint_parameter(settings, region),
                 health_check_parameter=health_check_parameter(settings, region),
-                degraded_alarm=degraded_alarm_name(settings, region),
+                # The field keeps its name; it holds the alarm the orchestrator drains on: region-unfit.
+                degraded_alarm=unfit_alarm_name(settings, region),
             )
             for region, config in settings.regions.items()
         ),

@@ -161,6 +161,11 @@ BAD_CONFIGS = [
         id="cold-start-beyond-health-check-reach",
     ),
     pytest.param(
+        MINIMAL + "serving:\n  instance_warmup_seconds: 20000\n",
+        ["config.yaml:9", "serving.instance_warmup_seconds", "less than or equal to 10000"],
+        id="instance-warmup-beyond-ecs-range",
+    ),
+    pytest.param(
         MINIMAL.replace("s3://bucket/model/", "bucket/model"),
         ["model.artifacts_s3_uri", "must be an S3 URI"],
         id="artifacts-not-s3",
@@ -243,6 +248,34 @@ BAD_CONFIGS = [
             "60 min pre-warm lead",
         ],
         id="overlapping-events-on-one-fleet",
+    ),
+    pytest.param(
+        MINIMAL
+        + EVENT.replace(
+            'end: "2027-07-10T00:00:00-07:00"\n',
+            'end: "2027-07-10T00:00:00-07:00"\n    scale_in_after_minutes: 0\n',
+        ),
+        [
+            "config.yaml:12",
+            "events[name=prime-day].scale_in_after_minutes",
+            "greater than or equal to 1",
+        ],
+        id="event-maximums-lowered-with-the-minimums",
+    ),
+    pytest.param(
+        # Ramps 30 min after prime-day's end (07:00Z), inside its 120 min before the maximums come down.
+        MINIMAL
+        + EVENT
+        + LATER_EVENT.replace("2027-07-09T12:00:00Z", "2027-07-10T08:30:00Z").replace(
+            "2027-07-11T00", "2027-07-12T00"
+        ),
+        [
+            "config.yaml:20",
+            "events[name=cyber-monday].regions.us-east-1.inf2.48xlarge",
+            "overlaps event 'prime-day'",
+            "scale_in_after_minutes after the end",
+        ],
+        id="event-ramping-before-the-previous-ones-scale-in",
     ),
     pytest.param(
         MINIMAL + EVENT + EVENT.removeprefix("events:\n"),
@@ -387,6 +420,26 @@ BAD_CONFIGS = [
         MINIMAL + "load_balancer:\n  waf:\n    rate_limit_window_seconds: 30\n",
         ["load_balancer.waf.rate_limit_window_seconds", "60, 120, 300 or 600"],
         id="waf-window-aws-does-not-offer",
+    ),
+    pytest.param(
+        MINIMAL + "load_balancer:\n  waf:\n    rate_limit_key: header\n",
+        ["config.yaml:9", "load_balancer.waf.rate_limit_header", "rate_limit_key header needs the header"],
+        id="waf-header-key-without-its-header",
+    ),
+    pytest.param(
+        MINIMAL + "load_balancer:\n  waf:\n    rate_limit_header: X-Shopper\n",
+        ["config.yaml:10", "load_balancer.waf.rate_limit_header", "the key here is ip"],
+        id="waf-header-for-the-ip-key",
+    ),
+    pytest.param(
+        MINIMAL + "load_balancer:\n  waf:\n    rate_limit_key: header\n    rate_limit_header: x shopper\n",
+        ["config.yaml:11", "load_balancer.waf.rate_limit_header", "not an HTTP header name"],
+        id="waf-header-name-with-a-space",
+    ),
+    pytest.param(
+        MINIMAL + "load_balancer:\n  waf:\n    rate_limit_key: client\n",
+        ["config.yaml:10", "load_balancer.waf.rate_limit_key", "'ip', 'forwarded_ip' or 'header'"],
+        id="waf-key-waf-does-not-offer",
     ),
     pytest.param(
         MINIMAL + "load_balancer:\n  deletion_protection: 'no'\n",
@@ -643,8 +696,9 @@ def test_an_event_already_over_is_a_warning_with_its_line_and_still_validates(tm
     loaded = load_config(path)
     assert loaded.settings.events[0].name == "prime-day"
     assert loaded.warnings == (
-        f"{path}:11: events[name=prime-day].end: event 'prime-day' ended at 2020-07-10T00:00:00-07:00; "
-        "nothing is scheduled for it (remove it when convenient)",
+        f"{path}:11: events[name=prime-day].end: event 'prime-day' ended at 2020-07-10T00:00:00-07:00 "
+        "and its maximums came down at 2020-07-10T02:00:00-07:00; nothing is scheduled for it "
+        "(remove it when convenient)",
     )
 
 
@@ -683,7 +737,8 @@ def test_cli_summarizes_each_event_with_its_ramp(tmp_path: Path, capsys: pytest.
     assert validate_main([str(write(tmp_path, MINIMAL + EVENT))]) == 0
     assert (
         "event prime-day: 2027-07-08T00:00:00-07:00 to 2027-07-10T00:00:00-07:00, bounds raised from "
-        "2027-07-07T23:00:00-07:00: us-east-1 inf2.48xlarge x12-60"
+        "2027-07-07T23:00:00-07:00, minimums restored at the end, maximums from "
+        "2027-07-10T02:00:00-07:00: us-east-1 inf2.48xlarge x12-60"
     ) in capsys.readouterr().out
 
 
@@ -729,3 +784,30 @@ def test_bounds_read_in_plain_words_with_the_value_given(tmp_path: Path) -> None
     error = load_error(write(tmp_path, MINIMAL.replace("weight: 1", "weight: -4")))
     assert "regions.us-east-1.weight: must be greater than or equal to 0, got -4" in error
     assert "Input should" not in error
+
+
+def test_a_region_past_the_alb_target_quota_with_its_surge_is_a_warning_at_the_event(tmp_path: Path) -> None:
+    """Each task is an HTTP and a gRPC target: 400 inf2 hosts plus a 25% surge (100) are 1,000 targets on
+    the one ALB, at the default quota; 401 pass it."""
+    at_quota = load_config(
+        write(tmp_path, MINIMAL + EVENT.replace("{min: 12, max: 60}", "{min: 12, max: 400}"))
+    )
+    assert at_quota.warnings == ()
+    path = write(tmp_path, MINIMAL + EVENT.replace("{min: 12, max: 60}", "{min: 12, max: 401}"))
+    (warning,) = load_config(path).warnings
+    assert warning.startswith(
+        f"{path}:13: events[name=prime-day].regions.us-east-1: during event 'prime-day'"
+    )
+    assert "us-east-1 may run 502 hosts (max plus deploy surge)" in warning
+    assert "1004 targets on its one ALB" in warning and "default 1,000 targets per ALB" in warning
+
+
+def test_fleets_past_the_target_group_and_cluster_quotas_warn_at_the_regions_fleets(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL.replace("min: 1, max: 2", "min: 1, max: 4001"))
+    warnings = load_config(path).warnings
+    assert len(warnings) == 3
+    assert all(w.startswith(f"{path}:6: regions.us-east-1.fleets: at the fleets' max") for w in warnings)
+    assert "5002 hosts" in warnings[0]  # 4,001 + a 25% surge of 1,001
+    assert "targets per ALB" in warnings[0]
+    assert "5002 targets in each target group" in warnings[1]
+    assert "5,000 container instances per cluster" in warnings[2]
