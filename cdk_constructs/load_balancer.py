@@ -1,13 +1,16 @@
 """The region's one ALB: HTTPS in, least-outstanding-requests target groups shared by every fleet.
 
 Two target groups because ALB speaks one protocol version per group: gRPC (HTTP/2, Triton's
-ModelStreamInfer stream) and HTTP/1.1 (generate_stream). One HTTPS listener routes by content-type:
-gRPC requests always carry `application/grpc[+proto|+json]`, everything else is HTTP.
+ModelStreamInfer stream) and HTTP/1.1 (generate_stream). The HTTPS listener forwards an allow-list and
+answers everything else with a fixed 404: the served models' inference, readiness and metadata paths go
+to the HTTP group, the five serving RPCs of Triton's gRPC service to the gRPC group. Triton's admin APIs
+(model load/unload, shared memory, config, logging, trace, statistics) never reach a host from the
+internet, and a request carrying the admin key header is refused whatever its path (the container side
+restricts the same APIs behind that header: container/entrypoint/admin_api.py).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from aws_cdk import Duration, RemovalPolicy
@@ -28,7 +31,25 @@ from cdk_constructs.web_acl import ServingWebAcl, WebAclProps
 # after its startup models have loaded (the entrypoint loads `assistant` at start and exits on error), so an
 # answer at all means the model is up; the HTTP group checks the model's own readiness as well.
 GRPC_READY_PATH = "/inference.GRPCInferenceService/ServerReady"
-GRPC_CONTENT_TYPES = ("application/grpc", "application/grpc+*")
+GRPC_SERVICE = "/inference.GRPCInferenceService"
+# What a client of the assistant needs over gRPC: inference (unary and streaming), readiness, metadata.
+GRPC_SERVING_METHODS = ("ModelInfer", "ModelStreamInfer", "ServerReady", "ModelReady", "ModelMetadata")
+# The HTTP paths per served model (KServe v2 and Triton's generate extension); metadata is the bare path.
+HTTP_SERVING_SUFFIXES = ("/infer", "/generate", "/generate_stream", "/ready", "")
+# Triton checks the admin key in this HTTP header, and in gRPC metadata under Triton's prefix
+# (docs/customization_guide/inference_protocols.md, "Limit Endpoint Access"); the container module
+# entrypoint/admin_api.py holds the same names, and a test keeps the two equal.
+ADMIN_KEY_HEADER = "serving-admin-key"
+ADMIN_KEY_GRPC_HEADER = f"triton-grpc-protocol-{ADMIN_KEY_HEADER}"
+NOT_FOUND_BODY = "Not found"
+
+
+def grpc_serving_paths() -> list[str]:
+    return [f"{GRPC_SERVICE}/{method}" for method in GRPC_SERVING_METHODS]
+
+
+def http_serving_paths(model: str) -> list[str]:
+    return [f"/v2/models/{model}{suffix}" for suffix in HTTP_SERVING_SUFFIXES]
 
 
 @dataclass(frozen=True)
@@ -53,21 +74,26 @@ class HealthCheckTiming:
     unhealthy_threshold: int
 
 
-def alb_health_check_timing(cold_start_budget_seconds: int) -> HealthCheckTiming:
-    """ALB health thresholds sized from the cold-start budget.
+# A target whose engine died must leave both groups within a minute (its server stops answering or
+# answers not-ready: container/serving/engine_watch.py), else least outstanding requests sends a dead host
+# more streams, since it finishes them fastest.
+DEAD_TARGET_SECONDS = 60
 
-    During the cold start ECS ignores ALB health (the service's grace period covers the budget) and the
-    ALB sends a target no traffic until it first passes, so the thresholds serve the steady state: admit a
-    ready host within two checks, and take a failing one out only after it has failed for a tenth of a
-    cold start (a replacement costs a whole cold start, so a brief stall must not trigger one), within the
-    ALB's limits (interval 5-300 s, thresholds 2-10).
+
+def alb_health_check_timing(dead_target_seconds: int = DEAD_TARGET_SECONDS) -> HealthCheckTiming:
+    """ALB health thresholds for the steady state: a dead target out within dead_target_seconds.
+
+    The cold start does not size them: ECS ignores ALB health during the service's grace period (the
+    settings make it cover the cold-start budget) and the ALB sends a target no traffic until it first
+    passes. Five failed checks in a row take a target out, so a single slow answer (a busy host's
+    readiness handler) does not; the interval is what fits five checks and a timeout into the bound,
+    within the ALB's limits (interval 5-300 s, thresholds 2-10, timeout below the interval).
     """
     unhealthy_threshold = 5
-    interval = math.ceil(cold_start_budget_seconds / 10 / unhealthy_threshold)
-    interval = max(10, min(60, interval))
+    interval = max(5, min(300, dead_target_seconds // (unhealthy_threshold + 1)))
     return HealthCheckTiming(
         interval_seconds=interval,
-        timeout_seconds=min(10, interval - 1),
+        timeout_seconds=max(2, interval // 2),
         healthy_threshold=2,
         unhealthy_threshold=unhealthy_threshold,
     )
@@ -79,7 +105,7 @@ class LoadBalancerProps:
     http_port: int
     grpc_port: int
     ready_path: str  # Triton's per-model readiness: /v2/models/<name>/ready
-    cold_start_budget_seconds: int
+    served_models: tuple[str, ...]  # the models whose serving paths the listener forwards
     # Both at least the longest stream the config allows: a stream is one request, and the prefill before
     # its first byte is silence on the connection.
     idle_timeout_seconds: int
@@ -145,7 +171,7 @@ class ServingLoadBalancer(Construct):
         )
         self.alb.log_access_logs(self.access_logs, "alb")
 
-        timing = alb_health_check_timing(props.cold_start_budget_seconds)
+        timing = alb_health_check_timing()
         self.http_targets = self._target_group(
             "HttpTargets",
             vpc,
@@ -171,15 +197,10 @@ class ServingLoadBalancer(Construct):
             certificates=[
                 elbv2.ListenerCertificate.from_certificate_manager(self._certificate(props.certificate))
             ],
-            default_action=elbv2.ListenerAction.forward([self.http_targets]),
+            default_action=self._not_found(),
             open=False,
         )
-        self.listener.add_action(
-            "GrpcByContentType",
-            priority=10,
-            conditions=[elbv2.ListenerCondition.http_header("content-type", list(GRPC_CONTENT_TYPES))],
-            action=elbv2.ListenerAction.forward([self.grpc_targets]),
-        )
+        self._serving_rules(props.served_models)
         # Port 80 answers every request with a permanent redirect to 443 and forwards nothing; the security
         # group rule above is its only opening.
         self.redirect_listener = self.alb.add_redirect(source_port=80, target_port=443, open=False)
@@ -189,6 +210,37 @@ class ServingLoadBalancer(Construct):
             else None
         )
         self.alarms = self._alarms()
+
+    @staticmethod
+    def _not_found() -> elbv2.ListenerAction:
+        return elbv2.ListenerAction.fixed_response(
+            404, content_type="text/plain", message_body=NOT_FOUND_BODY
+        )
+
+    def _serving_rules(self, models: tuple[str, ...]) -> None:
+        """The allow-list. Exact paths, no wildcards: a pattern such as /v2/models/* would also match
+        /v2/models/<name>/config and /stats (model-config, statistics). An ALB rule takes at most five
+        condition values, hence one rule for the gRPC methods and one per model."""
+        for number, header in enumerate((ADMIN_KEY_HEADER, ADMIN_KEY_GRPC_HEADER), start=1):
+            self.listener.add_action(
+                f"RefuseAdminKey{number}",
+                priority=number,
+                conditions=[elbv2.ListenerCondition.http_header(header, ["*"])],
+                action=self._not_found(),
+            )
+        self.listener.add_action(
+            "GrpcServingMethods",
+            priority=10,
+            conditions=[elbv2.ListenerCondition.path_patterns(grpc_serving_paths())],
+            action=elbv2.ListenerAction.forward([self.grpc_targets]),
+        )
+        for number, model in enumerate(models):
+            self.listener.add_action(
+                f"HttpServing{number}",
+                priority=20 + number,
+                conditions=[elbv2.ListenerCondition.path_patterns(http_serving_paths(model))],
+                action=elbv2.ListenerAction.forward([self.http_targets]),
+            )
 
     @staticmethod
     def _timing(timing: HealthCheckTiming) -> dict[str, object]:

@@ -123,7 +123,7 @@ def load_balancer_props(settings: Settings, region: str) -> LoadBalancerProps:
         http_port=settings.serving.http_port,
         grpc_port=settings.serving.grpc_port,
         ready_path=ready_path(settings),
-        cold_start_budget_seconds=settings.serving.cold_start_budget_seconds,
+        served_models=(settings.model.name,),
         idle_timeout_seconds=longest,
         deregistration_delay_seconds=longest,
         deletion_protection=settings.load_balancer.deletion_protection,

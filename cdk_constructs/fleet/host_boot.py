@@ -9,6 +9,8 @@ from settings.instances import InstanceFacts
 # target groups' deregistration delay, which ECS waits out before it stops the task.
 STOP_TIMEOUT_SECONDS = 120
 HOST_DATA_DIR = "/opt/serving-data"
+# The serving container's user (container/Dockerfile): it owns the data disk it downloads into, nothing else.
+SERVING_USER_ID = 10001
 # NVMe model strings the kernel reports for the two kinds of data disk.
 INSTANCE_STORE_MODEL = "Amazon EC2 NVMe Instance Storage"
 EBS_MODEL = "Amazon Elastic Block Store"
@@ -64,6 +66,7 @@ mkdir -p {HOST_DATA_DIR}
 if ! mountpoint -q {HOST_DATA_DIR}; then
   mount -o noatime "$data_disk" {HOST_DATA_DIR}
 fi
+chown {SERVING_USER_ID}:{SERVING_USER_ID} {HOST_DATA_DIR}
 """
 
 

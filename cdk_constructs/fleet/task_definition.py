@@ -1,9 +1,17 @@
 """The serving task for one instance type: every /dev/neuronN of the type, locked memory, the data disk,
-and a container health check that cannot fail a host inside its cold-start budget."""
+a non-root user, an init process, and a container health check that cannot fail a host inside its
+cold-start budget yet fails a host whose engine died within a minute.
+
+Non-root on Neuron: the AMI's Neuron driver installs a udev rule that makes /dev/neuron* mode 0666
+(aws-neuron-driver README), so the serving user opens the devices the task maps; a host that tightens them
+to a group, as the Neuron security page suggests, must make that group the task user's group. Locked
+memory needs no capability for a non-root process when RLIMIT_MEMLOCK is unlimited (mlock(2)), which the
+ulimit below sets; IPC_LOCK stays in the bounding set for images that run the runtime as root. The host's
+data disk is owned by the serving uid (host_boot.py), the only place the task writes besides /tmp.
+"""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from aws_cdk import Duration
@@ -12,14 +20,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from cdk_constructs.fleet.host_boot import HOST_DATA_DIR, STOP_TIMEOUT_SECONDS
+from cdk_constructs.fleet.host_boot import HOST_DATA_DIR, SERVING_USER_ID, STOP_TIMEOUT_SECONDS
 from cdk_constructs.fleet.props import FleetProps
 from cdk_constructs.nag import acknowledge
-from settings.aws_limits import (
-    CONTAINER_HEALTH_INTERVAL_MAX,
-    CONTAINER_HEALTH_RETRIES_MAX,
-    CONTAINER_START_PERIOD_MAX,
-)
+from settings.aws_limits import CONTAINER_START_PERIOD_MAX
 
 CONTAINER_NAME = "serving"
 MONITOR_CONTAINER_NAME = "neuron-monitor"
@@ -29,37 +33,58 @@ MONITOR_MEMORY_MIB = 256
 CONTAINER_DATA_DIR = "/opt/models"  # where the entrypoint puts weights/ and compiled/
 
 
+# A host whose engine died must be marked unhealthy (and replaced) within this long once it stops
+# answering ready; the ALB target groups have the same bound (load_balancer.DEAD_TARGET_SECONDS).
+DEAD_CONTAINER_SECONDS = 60
+SERVING_USER = f"{SERVING_USER_ID}:{SERVING_USER_ID}"
+
+
 @dataclass(frozen=True)
 class ContainerHealthTiming:
     start_period_seconds: int
     interval_seconds: int
     retries: int
     timeout_seconds: int
+    # The probe answers healthy while the server starts, for this long after its first run.
+    cold_start_seconds: int
 
     @property
     def covered_seconds(self) -> int:
-        """How long after start a container can go on failing before ECS calls it unhealthy."""
-        return self.start_period_seconds + self.retries * self.interval_seconds
+        """How long after start a container can go on failing to be ready before ECS calls it unhealthy."""
+        return max(self.start_period_seconds, self.cold_start_seconds) + self.retries * self.interval_seconds
+
+    @property
+    def dead_after_seconds(self) -> int:
+        """Worst case from a ready container's last good probe to ECS calling it unhealthy."""
+        return self.retries * self.interval_seconds + self.timeout_seconds
 
 
 def container_health_timing(cold_start_budget_seconds: int) -> ContainerHealthTiming:
-    """A readiness check that cannot fail a container still inside its cold-start budget: the start
-    period takes what it can (ECS caps it) and the retries at the shortest interval cover the rest."""
-    start_period = min(cold_start_budget_seconds, CONTAINER_START_PERIOD_MAX)
-    remaining = cold_start_budget_seconds - start_period
-    interval = max(30, math.ceil(remaining / CONTAINER_HEALTH_RETRIES_MAX))
-    if interval > CONTAINER_HEALTH_INTERVAL_MAX:
-        raise ValueError(
-            f"a cold start of {cold_start_budget_seconds} s is beyond what an ECS health check covers"
-        )
-    return ContainerHealthTiming(start_period, interval, CONTAINER_HEALTH_RETRIES_MAX, timeout_seconds=10)
+    """Short retries for the steady state; the cold start is the probe's own business
+    (container/entrypoint/healthcheck.py answers healthy while starting within the budget), because ECS's
+    start period (at most 300 s) and retries (at most 10) cannot cover a long cold start with short checks.
+    Three failures in a row, so one slow answer from a busy server does not replace a host."""
+    retries, interval, timeout = 3, 15, 10
+    return ContainerHealthTiming(
+        start_period_seconds=min(cold_start_budget_seconds, CONTAINER_START_PERIOD_MAX),
+        interval_seconds=interval,
+        retries=retries,
+        timeout_seconds=timeout,
+        cold_start_seconds=cold_start_budget_seconds,
+    )
 
 
-def container_health_command(http_port: int) -> list[str]:
-    """Triton's server readiness (every model loaded), probed with the image's own Python: the serving
-    images are Python images, curl is not guaranteed in them. Any HTTP error or refusal exits non-zero."""
-    url = f"http://127.0.0.1:{http_port}/v2/health/ready"
-    return ["CMD", "python3", "-c", f"import urllib.request; urllib.request.urlopen({url!r}, timeout=5)"]
+def container_health_command(http_port: int, cold_start_budget_seconds: int) -> list[str]:
+    """Triton's server readiness through the image's probe (the serving images are Python images, curl is
+    not guaranteed in them): exit 0 while ready or still starting within the budget, else 1."""
+    return [
+        "CMD",
+        "python3",
+        "-m",
+        "entrypoint.healthcheck",
+        f"--port={http_port}",
+        f"--cold-start-seconds={cold_start_budget_seconds}",
+    ]
 
 
 def fleet_environment(props: FleetProps) -> dict[str, str]:
@@ -97,7 +122,11 @@ class ServingTaskDefinition(Construct):
             # serving container's.
             pid_mode=ecs.PidMode.TASK,
         )
-        linux = ecs.LinuxParameters(self, "LinuxParameters", shared_memory_size=props.shared_memory_mib)
+        # initProcessEnabled: ECS runs an init process as PID 1 (docker --init) that reaps the orphans a
+        # killed Python backend stub would leave (its engine workers), and forwards the stop signal.
+        linux = ecs.LinuxParameters(
+            self, "LinuxParameters", shared_memory_size=props.shared_memory_mib, init_process_enabled=True
+        )
         linux.add_capabilities(ecs.Capability.IPC_LOCK)
         linux.add_devices(*self._devices(props))
         timing = container_health_timing(props.cold_start_budget_seconds)
@@ -110,6 +139,9 @@ class ServingTaskDefinition(Construct):
             # loading weights leans on.
             memory_reservation_mib=props.instance.memory_gib * 1024 * 3 // 4,
             environment=fleet_environment(props),
+            # Not root: the read-only artifact tree stays read-only (root writes through 0555), and code
+            # that escaped Triton cannot change the image (container/Dockerfile creates this uid).
+            user=SERVING_USER,
             linux_parameters=linux,
             ulimits=[ecs.Ulimit(name=ecs.UlimitName.MEMLOCK, soft_limit=-1, hard_limit=-1)],
             port_mappings=[
@@ -118,7 +150,7 @@ class ServingTaskDefinition(Construct):
                 ecs.PortMapping(container_port=props.ports.metrics, name="metrics"),
             ],
             health_check=ecs.HealthCheck(
-                command=container_health_command(props.ports.http),
+                command=container_health_command(props.ports.http, timing.cold_start_seconds),
                 start_period=Duration.seconds(timing.start_period_seconds),
                 interval=Duration.seconds(timing.interval_seconds),
                 retries=timing.retries,
@@ -162,7 +194,7 @@ class ServingTaskDefinition(Construct):
         """neuron-monitor beside the engine, from the same image (the Neuron images carry aws-neuronx-tools):
         one per host because there is one task per host, bound to this instance type's devices, and gone
         with the task. Not essential: losing the metrics must not stop serving."""
-        linux = ecs.LinuxParameters(self, "MonitorLinuxParameters")
+        linux = ecs.LinuxParameters(self, "MonitorLinuxParameters", init_process_enabled=True)
         linux.add_devices(*self._devices(props))
         return self.task_definition.add_container(
             MONITOR_CONTAINER_NAME,
@@ -171,6 +203,7 @@ class ServingTaskDefinition(Construct):
             # The image's entry point starts the engine; the sidecar replaces it.
             entry_point=MONITOR_COMMAND,
             essential=False,
+            user=SERVING_USER,
             memory_reservation_mib=MONITOR_MEMORY_MIB,
             environment={
                 "INSTANCE_TYPE": props.instance.name,

@@ -24,6 +24,7 @@ SLOW_FIRST_TOKEN = "SlowFirstToken"
 OUTPUT_TOKENS = "OutputTokens"
 INPUT_TOKENS = "InputTokens"
 REQUEST_FAILED = "RequestFailed"
+SHED = "Shed"
 REQUESTS_IN_FLIGHT = "RequestsInFlight"
 QUEUE_DEPTH = "QueueDepth"
 KV_CACHE_USAGE = "KvCacheUsage"
@@ -207,6 +208,8 @@ def request_metrics_record(
     timestamp_ms: int | None = None,
     properties: Mapping[str, Any] | None = None,
     dimension_sets: Sequence[Sequence[str]] | None = None,
+    shed: bool = False,
+    waited_ms: float | None = None,
 ) -> dict[str, Any]:
     """The record for one finished request.
 
@@ -216,15 +219,22 @@ def request_metrics_record(
     its Average is the slow share, which a standard-statistic alarm (and a Route 53 health check) can use.
     RequestFailed is 0 or 1 for every request: its Average is the error share. input_tokens is None when
     the request never reached the engine.
+    A stream that ended without a token after waiting longer than the objective (waited_ms: failed,
+    cancelled or cut off while queued) counts SlowFirstToken=1 too, with no TTFT: a queue that makes clients
+    give up must show in the slow share. Shed is 0 or 1 for every request (its Average is the share refused
+    at once because the replica's queue was full); a shed request is also a failed one.
     """
     metrics = []
     if ttft_ms is not None:
         metrics.append(MetricValue(TIME_TO_FIRST_TOKEN, round(ttft_ms, 3), "Milliseconds"))
         metrics.append(MetricValue(SLOW_FIRST_TOKEN, int(ttft_ms > slow_first_token_ms), "Count"))
+    elif waited_ms is not None and waited_ms > slow_first_token_ms:
+        metrics.append(MetricValue(SLOW_FIRST_TOKEN, 1, "Count"))
     metrics.append(MetricValue(OUTPUT_TOKENS, output_tokens, "Count"))
     if input_tokens is not None:
         metrics.append(MetricValue(INPUT_TOKENS, input_tokens, "Count"))
-    metrics.append(MetricValue(REQUEST_FAILED, int(failed), "Count"))
+    metrics.append(MetricValue(REQUEST_FAILED, int(failed or shed), "Count"))
+    metrics.append(MetricValue(SHED, int(shed), "Count"))
     return emf_record(
         namespace=namespace or namespace_from_env(),
         dimensions=dimensions,

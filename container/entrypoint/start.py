@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from entrypoint.admin_api import new_admin_key, redacted, restricted_api_flags
 from entrypoint.artifact_key import (
     MANIFEST_NAME,
     ArtifactKeyError,
@@ -139,6 +140,8 @@ def plan_start(environ: Mapping[str, str]) -> StartPlan:
         f"--grpc-port={_port(environ, 'GRPC_PORT')}",
         f"--metrics-port={_port(environ, 'METRICS_PORT')}",
         "--allow-gpu-metrics=false",
+        # Model load/unload, shared memory, config, logging, trace and statistics behind a fresh key.
+        *restricted_api_flags(new_admin_key()),
         # Streams in flight get time to finish when ECS stops the task (its stopTimeout must be longer).
         "--exit-timeout-secs=110",
     ]
@@ -191,6 +194,21 @@ def _artifacts_complete(s3, plan: StartPlan) -> bool:
     except (ValueError, ArtifactKeyError) as err:
         raise StartError(f"{plan.artifacts}/{MANIFEST_NAME}: {err}") from None
     return True
+
+
+def _effective_uid() -> int:
+    return os.geteuid()
+
+
+def check_user(environ: Mapping[str, str], uid: int) -> None:
+    """Refuse to serve as root unless told to: root's CAP_DAC_OVERRIDE writes through the read-only
+    artifact tree, so a compile the Neuron plugin starts after a load error would run instead of failing."""
+    if uid == 0 and not _flag(environ, "ALLOW_ROOT"):
+        raise StartError(
+            "running as root (uid 0): root writes through the read-only compiled artifacts, so a "
+            "recompile after a load error would not fail; run as the image's serving user (the task "
+            "definition's user, uid 10001), or set ALLOW_ROOT=true where root is unavoidable"
+        )
 
 
 def _writable(folder: Path) -> None:
@@ -261,7 +279,7 @@ def describe(plan: StartPlan) -> str:
         f"artifact key: {plan.key}\n"
         f"engine replicas: {plan.replicas} x tensor parallel {tensor_parallel} "
         f"(NeuronCores 0-{plan.replicas * tensor_parallel - 1})\n"
-        f"exec: {variables} {shlex.join(plan.command)}"
+        f"exec: {variables} {shlex.join(redacted(plan.command))}"
     )
 
 
@@ -293,6 +311,7 @@ def main(
             import boto3
 
             s3_client = lambda: boto3.client("s3")  # noqa: E731
+        check_user(environ, _effective_uid())
         print(fetch(plan, s3_client()), flush=True)
         set_replicas(plan)
     except StartError as err:

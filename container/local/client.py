@@ -24,6 +24,7 @@ class StreamResult:
     ttft_s: float | None = None
     total_s: float = 0.0
     error: str | None = None
+    status: str | None = None  # the error's gRPC status, e.g. "StatusCode.UNAVAILABLE"
 
     @property
     def tokens_per_s(self) -> float:
@@ -168,6 +169,7 @@ class StreamingClient:
                 response, error = self._responses.get(timeout=timeout_s)
             if error is not None:
                 result.error = error.message() if isinstance(error, InferenceServerException) else str(error)
+                result.status = error.status() if isinstance(error, InferenceServerException) else None
                 break
             text = _decode(response, "text_output")
             if text is not None:

@@ -20,6 +20,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=["assistant", "passthrough"], help="models to load")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the server")
     parser.add_argument(
+        "--ports",
+        type=int,
+        nargs=3,
+        metavar=("HTTP", "GRPC", "METRICS"),
+        default=list(DEFAULT_PORTS),
+        help="loopback ports (default: Triton's own, 8000 8001 8002)",
+    )
+    parser.add_argument(
         "--catalog", type=Path, help="serve this catalog (JSON Lines or CSV) instead of the demo"
     )
     args = parser.parse_args(argv)
@@ -44,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         model_dir=assets.model_dir,
         index_dir=index_dir,
         work_dir=DEFAULT_BUILD_DIR / "triton",
-        ports=Ports(*DEFAULT_PORTS),
+        ports=Ports(*args.ports),
         models=args.models,
         log_to_console=True,
     )
@@ -70,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
+        # A second Ctrl-C or SIGTERM (a supervisor's stop, an impatient user) must not cut the stop short:
+        # it would skip the kill of what is left in the server's group. The guard in each model process
+        # also ends a model process that outlives Triton (serving/orphan_guard.py).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         server.stop()
 
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from entrypoint.admin_api import new_admin_key, restricted_api_flags
 from entrypoint.triton_install import TritonInstall, TritonInstallError
 
 CONTAINER_DIR = Path(__file__).resolve().parents[1]
@@ -111,6 +112,7 @@ def server_command(
     models: Sequence[str],
     shm_prefix: str,
     repository: Path = MODEL_REPOSITORY,
+    admin_key: str | None = None,
 ) -> list[str]:
     command = [
         str(install.binary),
@@ -132,6 +134,8 @@ def server_command(
         f"--metrics-port={ports.metrics}",
         "--exit-timeout-secs=20",
         "--log-verbose=0",
+        # As in production (entrypoint/start.py): the admin APIs answer only to this start's key.
+        *restricted_api_flags(admin_key or new_admin_key()),
     ]
     return command
 
@@ -154,6 +158,8 @@ class TritonServer:
 
     def __post_init__(self) -> None:
         self.shm_prefix = f"assistant_{uuid.uuid4().hex[:12]}_"
+        # The admin APIs' key for this server (tests use it to show the APIs work with it, fail without).
+        self.admin_key = new_admin_key()
         self.log_path = self.work_dir / "tritonserver.log"
         self._shm_before: set[Path] | None = None
 
@@ -164,7 +170,9 @@ class TritonServer:
             raise ServerError(f"{err}; run `make serve-env`") from None
         backends = install.lay_out_backends(self.work_dir / "backends")
         repository = model_repository(self.work_dir, self.models, self.replicas)
-        command = server_command(install, backends, self.ports, self.models, self.shm_prefix, repository)
+        command = server_command(
+            install, backends, self.ports, self.models, self.shm_prefix, repository, self.admin_key
+        )
         env = server_environment(os.environ, install, model_dir=self.model_dir, index_dir=self.index_dir)
         env["REPLICAS_PER_HOST"] = str(self.replicas)
         env.update(self.extra_environment)

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "ENGINE_"
+# Variables with the prefix that configure the serving code around the engine, not the engine itself.
+NOT_ENGINE_ARGUMENTS = frozenset({"ENGINE_STALL_SECONDS"})
 
 
 class EngineSettingsError(ValueError):
@@ -36,7 +38,7 @@ def apply_env_overrides(settings: Mapping[str, Any], environ: Mapping[str, str])
     """Return settings with every ENGINE_<NAME> variable applied as key <name> (lower case)."""
     merged = dict(settings)
     for variable in sorted(environ):
-        if not variable.startswith(ENV_PREFIX) or variable == ENV_PREFIX:
+        if not variable.startswith(ENV_PREFIX) or variable == ENV_PREFIX or variable in NOT_ENGINE_ARGUMENTS:
             continue
         key = variable[len(ENV_PREFIX) :].lower()
         value = _parse_value(environ[variable])

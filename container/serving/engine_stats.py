@@ -8,6 +8,7 @@ under the GIL: one writer (the engine loop), readers that only need a recent val
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 
@@ -25,6 +26,8 @@ class EngineStats:
 
     def __init__(self) -> None:
         self.snapshot = EngineSnapshot()
+        # When the engine last reported a step (time.monotonic()): the engine watch's sign of life.
+        self.last_step = time.monotonic()
 
     def factory(self, vllm_config, engine_index: int = 0):
         from vllm.v1.metrics.loggers import StatLoggerBase
@@ -44,6 +47,7 @@ class EngineStats:
         return _Recorder(vllm_config, engine_index)
 
     def record(self, scheduler_stats, iteration_stats) -> None:
+        self.last_step = time.monotonic()
         last = self.snapshot
         running, waiting, usage = last.running, last.waiting, last.kv_cache_usage
         if scheduler_stats is not None:

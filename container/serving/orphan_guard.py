@@ -1,9 +1,14 @@
-"""Kills a model's engine processes if the model's own process dies without shutting them down.
+"""Kills a model's engine processes if the model's own process dies without shutting them down, and the
+model's process itself if it outlives Triton.
 
 vLLM's engine core and workers are child processes of the Triton stub that runs the model. A clean finalize()
 shuts them down; but if the stub is killed (Triton's exit timeout, an OOM kill, a crash), nothing tells the
-children, and they keep ~2.4 GB and the NeuronCores with no parent. This guard runs as its own small process:
-it notes the stub's descendants every second and, once the stub is gone, kills the ones still running.
+children, and they keep ~2.4 GB and the NeuronCores with no parent. And a stub still busy when Triton exits
+(its finalize outlasting Triton's exit timeout, a launcher killed in the middle of a graceful stop) is never
+told to stop: it was seen running, engine children defunct, 50 minutes after Triton had gone. This guard runs
+as its own small process: it notes the stub's descendants twice a second; once Triton (the stub's parent when
+the guard started) is gone for ORPHAN_GRACE_S, it kills the stub; once the stub is gone, it kills the
+descendants still running.
 
     python -m serving.orphan_guard <stub pid>
 """
@@ -18,6 +23,9 @@ import time
 from pathlib import Path
 
 POLL_S = 0.5
+# A stub normally exits before Triton does (Triton waits for its models to unload); one still running this
+# long after Triton is gone has nobody left to tell it to stop.
+ORPHAN_GRACE_S = 2.0
 
 
 def _stat(pid: int) -> tuple[int, str] | None:
@@ -74,9 +82,25 @@ def kill_recorded(recorded: dict[int, str]) -> list[int]:
 def guard(stub_pid: int) -> list[int]:
     recorded: dict[int, str] = {}
     stub = _stat(stub_pid)
-    while stub is not None and _stat(stub_pid) == stub:
+    if stub is None:
+        return []
+    server_pid = stub[0]  # Triton, which forked the stub
+    server = _stat(server_pid)
+    orphaned_at: float | None = None
+    while (now := _stat(stub_pid)) is not None and now[1] == stub[1]:
         recorded.update(descendants(stub_pid))
         recorded.pop(os.getpid(), None)
+        server_gone = now[0] != server_pid or server is None or _stat(server_pid) != server
+        if server_gone:
+            orphaned_at = orphaned_at if orphaned_at is not None else time.monotonic()
+            if time.monotonic() - orphaned_at >= ORPHAN_GRACE_S:
+                print(
+                    f"orphan_guard: model process {stub_pid} outlived Triton (pid {server_pid}); killing it",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                kill_recorded({stub_pid: stub[1]})
+                break
         time.sleep(POLL_S)
     return kill_recorded(recorded)
 

@@ -6,7 +6,8 @@ plans, retrieves and builds its prompt; the pass-through uses the text as it is)
 Responses, cancellation checks, metric updates and log lines go through the outbox thread, so nothing that
 waits on Triton's parent process or a pipe holds up the loop that serves every stream.
 
-No silent failure: a dead engine unloads the model (the health checks then fail and the host is replaced);
+No silent failure: a dead or stalled engine (serving/engine_watch.py) stops the whole server, so its
+readiness fails at once and the process exits (ECS replaces the task; the ALB's checks fail within a minute);
 a client that goes away aborts its engine request, also while it waits for a batch slot; finalize() drains,
 shuts the engine down and kills any engine process that did not exit; a guard process kills them if this
 process dies first.
@@ -23,8 +24,10 @@ import locale
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -41,6 +44,11 @@ logger = logging.getLogger(__name__)
 
 INPUTS = ("text_input", "stream", "sampling_parameters", "exclude_input_in_output")
 GAUGE_INTERVAL_ENV = "GAUGE_INTERVAL_SECONDS"
+MAX_QUEUED_ENV = "MAX_QUEUED_PER_REPLICA"
+# Requests a replica lets wait beyond its batch slots, as a multiple of max_num_seqs: one more batch. A
+# request behind that waits longer than a whole stream before its first token, so the objective is lost
+# anyway; refusing it at once lets the client (or the ALB's next choice) go to a host with room.
+DEFAULT_QUEUE_MULTIPLE = 1
 DRAIN_TIMEOUT_ENV = "FINALIZE_DRAIN_SECONDS"
 ENGINE_SHUTDOWN_TIMEOUT_S = 20.0
 
@@ -74,6 +82,15 @@ def _python() -> str:
     if Path(sys.executable).name.startswith("python"):
         return sys.executable
     return shutil.which("python3") or "python3"
+
+
+def _count(environ, name: str, default: int) -> int:
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit():
+        raise ValueError(f"{name}: must be a whole number of requests (0 or more), got {raw!r}")
+    return int(raw)
 
 
 def _seconds(environ, name: str, default: float) -> float:
@@ -114,6 +131,9 @@ class StreamingModel:
         self.limits = RequestLimits.from_env()
         self.slo_ms = slow_first_token_ms()
         self.gauge_interval_s = _seconds(os.environ, GAUGE_INTERVAL_ENV, 10.0)
+        from serving.engine_watch import DEFAULT_STALL_S, STALL_ENV
+
+        self.stall_s = _seconds(os.environ, STALL_ENV, DEFAULT_STALL_S)
         self.drain_timeout_s = _seconds(os.environ, DRAIN_TIMEOUT_ENV, 10.0)
         self.emf_dimensions, self.emf_dimension_sets = serving_dimensions(self.model_name)
         model_json = Path(args["model_repository"]) / args["model_version"] / "model.json"
@@ -127,6 +147,9 @@ class StreamingModel:
         self.load_steps(settings)  # fail fast (e.g. a missing index) before the minutes-long engine start
 
         self.live: dict[str, Any] = {}  # request id -> LiveRequest; touched on the engine loop only
+        self._busy_since: float | None = None  # when live last went from empty to not (engine loop writes)
+        self._last_output = 0.0  # when any request last got an output from the engine
+        self._watch = None
         self.healthy = True
         self.draining = False
         self.outbox = Outbox()
@@ -134,6 +157,10 @@ class StreamingModel:
         self.gauge_board = HostGaugeBoard.for_server(self.model_name, self.replica)
         self.engine_stats = EngineStats()
         self.serving_slots = int(settings["max_num_seqs"])
+        self.max_queued = _count(os.environ, MAX_QUEUED_ENV, DEFAULT_QUEUE_MULTIPLE * self.serving_slots)
+        # Requests accepted and not finished: execute() (Triton's thread) admits, the engine loop releases.
+        self._admitted = 0
+        self._admission = threading.Lock()
         self._guard = subprocess.Popen(
             [_python(), "-m", "serving.orphan_guard", str(os.getpid())],
             cwd=str(Path(__file__).resolve().parents[1]),
@@ -150,6 +177,9 @@ class StreamingModel:
         self._engine_processes = descendants(os.getpid())
         self._engine_processes.pop(self._guard.pid, None)
         self.engine.submit(self._gauge_loop())
+        from serving.engine_watch import EngineWatch
+
+        self._watch = EngineWatch(self._observe_engine, self._engine_died, stall_s=self.stall_s).start()
 
     # ---- hooks for subclasses ----
     def load_steps(self, settings: dict[str, Any]) -> None:
@@ -186,6 +216,16 @@ class StreamingModel:
                 )
                 self.outbox.put(lambda: self._record(None, "rejected", None, 0, None, None))
                 continue
+            if not self._admit():
+                self._send_error_now(
+                    sender,
+                    f"{self.model_name} is overloaded: {self.max_queued} requests already wait for its "
+                    f"{self.serving_slots} batch slots; retry (another host may have room)",
+                    "UNAVAILABLE",
+                )
+                properties = {"Stream": bool(parsed.stream)}
+                self.outbox.put(functools.partial(self._record, None, "shed", None, 0, None, properties, 0.0))
+                continue
             live = LiveRequest(uuid.uuid4().hex, sender, arrival, parsed.stream)
             self.engine.submit(self._serve(live, parsed))
         return None
@@ -193,6 +233,8 @@ class StreamingModel:
     def finalize(self) -> None:
         """Drain what is in flight, then stop the engine, its processes and the threads; within seconds."""
         self.draining = True
+        if self._watch is not None:  # the shutdown below ends the engine's processes on purpose
+            self._watch.stop()
         deadline = time.monotonic() + self.drain_timeout_s
         while self.engine.run(self._live_count()) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -206,6 +248,18 @@ class StreamingModel:
         self.metrics = None
         gc.collect()
 
+    def _admit(self) -> bool:
+        """One more request, unless the replica already holds its slots and a full queue."""
+        with self._admission:
+            if self._admitted >= self.serving_slots + self.max_queued:
+                return False
+            self._admitted += 1
+            return True
+
+    def _release(self) -> None:
+        with self._admission:
+            self._admitted -= 1
+
     # ---- the request, on the engine loop ----
     async def _live_count(self) -> int:
         return len(self.live)
@@ -217,6 +271,8 @@ class StreamingModel:
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         live.on_cancel = lambda: loop.call_soon_threadsafe(task.cancel)
+        if not self.live:
+            self._busy_since = time.monotonic()
         self.live[live.request_id] = live
         self.outbox.watch(live)
         self._publish_counts()
@@ -247,6 +303,7 @@ class StreamingModel:
             outputs = self.engine.engine.generate({"prompt": prepared.prompt}, params, live.request_id)
             async with contextlib.aclosing(outputs):
                 async for output in outputs:
+                    self._last_output = time.monotonic()  # a sign of life even where no stat logger runs
                     if input_tokens is None and output.prompt_token_ids is not None:
                         input_tokens = len(output.prompt_token_ids)
                     if not live.first_token:
@@ -297,9 +354,17 @@ class StreamingModel:
                 logger.exception("request %s failed", live.request_id)
                 self._queue_error(live, f"Error generating stream: {type(err).__name__}: {err}")
         finally:
+            self._release()
+            # A stream that ends without a token still tells how long its client waited for one.
+            waited_ms = (
+                (time.perf_counter() - live.arrival) * 1000.0
+                if parsed.stream and not live.first_token
+                else None
+            )
             self.live.pop(live.request_id, None)
             self._publish_counts()
             if not self.live:
+                self._busy_since = None
                 self.engine_stats.idle()
             properties = {
                 "Intent": prepared.intent if prepared and prepared.intent else "none",
@@ -309,7 +374,7 @@ class StreamingModel:
             }
             self.outbox.put(
                 lambda: self._record(
-                    live.request_id, outcome, ttft_ms, output_tokens, input_tokens, properties
+                    live.request_id, outcome, ttft_ms, output_tokens, input_tokens, properties, waited_ms
                 )
             )
 
@@ -370,15 +435,39 @@ class StreamingModel:
         return isinstance(err, EngineDeadError) or bool(getattr(self.engine.engine, "errored", False))
 
     def _engine_died(self, err: BaseException | str) -> None:
-        """Out of service: Triton unloads the model, its ready endpoints fail, the host is replaced."""
+        """Out of service, from any thread: the server stops, so its readiness fails at once (HTTP and gRPC)
+        and the process exits; ECS replaces the task. Unloading the model alone would leave the server's
+        readiness green (with --strict-readiness Triton skips unloaded models), and the ALB's gRPC check
+        (ServerReady) would keep sending streams to a host that cannot serve them."""
         if not self.healthy:
             return
         self.healthy = False
         print(
-            f"{self.model_name}: the vLLM engine is dead ({err}); unloading the model",
+            f"{self.model_name}: the vLLM engine is dead ({err}); "
+            "stopping the server so the host is replaced",
             file=sys.stderr,
             flush=True,
         )
+        self._stop_server()
+        # Requests waiting on a dead engine would wait forever: end them now, each with its error.
+        self.engine.loop.call_soon_threadsafe(self._cancel_live)
+
+    def _cancel_live(self) -> None:
+        for live in list(self.live.values()):
+            live.on_cancel()
+
+    def _stop_server(self) -> None:
+        """SIGTERM to Triton (this stub's parent): its graceful stop fails readiness first, then unloads the
+        models (finalize() here) and exits. Where the parent is not Triton, unload this model instead."""
+        parent = os.getppid()
+        try:
+            parent_name = Path(f"/proc/{parent}/comm").read_text().strip()
+        except OSError:
+            parent_name = ""
+        if parent_name.startswith("tritonserver"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(parent, signal.SIGTERM)
+            return
 
         def unload() -> None:
             try:
@@ -388,9 +477,18 @@ class StreamingModel:
                 os._exit(1)
 
         self.outbox.put(unload)
-        # Requests waiting on a dead engine would wait forever: end them now, each with its error.
-        for live in list(self.live.values()):
-            live.on_cancel()
+
+    def _observe_engine(self):
+        from serving.engine_watch import EngineState
+
+        return EngineState(
+            now=time.monotonic(),
+            errored=bool(getattr(self.engine.engine, "errored", False)),
+            gone_processes=tuple(self._engine_processes_gone()),
+            in_flight=len(self.live),
+            busy_since=self._busy_since,
+            last_step=max(self.engine_stats.last_step, self._last_output),
+        )
 
     def _engine_processes_gone(self) -> list[int]:
         from serving.orphan_guard import process_start
@@ -411,10 +509,6 @@ class StreamingModel:
         """Every interval, whether or not a request finished: the host gauge line and the engine's stats."""
         while True:
             await asyncio.sleep(self.gauge_interval_s)
-            if self.healthy and getattr(self.engine.engine, "errored", False):
-                self._engine_died("engine reported errored")
-            elif self.healthy and (gone := self._engine_processes_gone()):
-                self._engine_died(f"engine processes {gone} are gone")
             in_flight, queued = self._counts()
             engine = self.engine_stats.snapshot
             self.outbox.put(functools.partial(self._publish_gauge, in_flight, queued, engine))
@@ -433,7 +527,9 @@ class StreamingModel:
             )
             print(emf_line(record), flush=True)
 
-    def _record(self, request_id, outcome, ttft_ms, output_tokens, input_tokens, properties) -> None:
+    def _record(
+        self, request_id, outcome, ttft_ms, output_tokens, input_tokens, properties, waited_ms=None
+    ) -> None:
         """On the outbox thread: the Prometheus counters and the request's EMF line."""
         from assistant.metrics import emf_line, request_metrics_record
 
@@ -444,6 +540,8 @@ class StreamingModel:
             output_tokens=output_tokens,
             input_tokens=input_tokens,
             failed=outcome == "failed",
+            shed=outcome == "shed",
+            waited_ms=waited_ms,
             ttft_ms=ttft_ms,
             slow_first_token_ms=self.slo_ms,
             dimensions=self.emf_dimensions,

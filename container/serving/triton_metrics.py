@@ -10,7 +10,8 @@ from serving.engine_stats import EngineSnapshot
 
 # TTFT buckets in seconds: the fleet goal is P99 < 1 s, so resolve well below and around it.
 TTFT_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.0, 5.0]
-OUTCOMES = ("completed", "cancelled", "rejected", "failed", "aborted")
+# shed: refused at once because the replica's queue was full (MAX_QUEUED_PER_REPLICA).
+OUTCOMES = ("completed", "cancelled", "rejected", "failed", "aborted", "shed")
 
 
 class ServingMetrics:

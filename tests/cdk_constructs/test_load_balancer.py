@@ -2,6 +2,9 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from cdk_constructs.load_balancer import (
+    ADMIN_KEY_GRPC_HEADER,
+    ADMIN_KEY_HEADER,
+    DEAD_TARGET_SECONDS,
     GRPC_READY_PATH,
     CertificateFromArn,
     CertificateFromDns,
@@ -22,7 +25,7 @@ def _props(certificate=DNS, **overrides):
         http_port=8000,
         grpc_port=8001,
         ready_path="/v2/models/assistant/ready",
-        cold_start_budget_seconds=1800,
+        served_models=("assistant",),
         idle_timeout_seconds=235,
         deregistration_delay_seconds=235,
     )
@@ -98,28 +101,26 @@ def test_grpc_group_checks_triton_readiness_with_grpc_codes(template):
     )
 
 
-def test_health_thresholds_come_from_the_cold_start_budget(template):
-    timing = alb_health_check_timing(1800)
+def test_a_dead_target_leaves_both_groups_within_a_minute(template):
+    """Engine death closes or fails the target's health endpoints; least outstanding requests must stop
+    choosing it within a minute (worst case: it dies just after a passing check)."""
     for group in _target_groups(template).values():
         properties = group["Properties"]
-        assert properties["HealthCheckIntervalSeconds"] == timing.interval_seconds
-        assert properties["UnhealthyThresholdCount"] == timing.unhealthy_threshold
+        interval = properties["HealthCheckIntervalSeconds"]
+        threshold = properties["UnhealthyThresholdCount"]
+        timeout = properties["HealthCheckTimeoutSeconds"]
+        assert threshold * interval + timeout <= DEAD_TARGET_SECONDS == 60, properties
+        assert threshold >= 3, "one slow answer must not take a target out"
         assert properties["HealthyThresholdCount"] == 2
 
 
-@pytest.mark.parametrize("budget", [60, 300, 1800, 3300])
-def test_health_timing_stays_within_alb_limits(budget):
-    timing = alb_health_check_timing(budget)
+@pytest.mark.parametrize("bound", [30, 60, 300, 1800])
+def test_health_timing_stays_within_alb_limits(bound):
+    timing = alb_health_check_timing(bound)
     assert 5 <= timing.interval_seconds <= 300
     assert 2 <= timing.timeout_seconds < timing.interval_seconds
     assert 2 <= timing.healthy_threshold <= 10 and 2 <= timing.unhealthy_threshold <= 10
-
-
-def test_longer_cold_start_tolerates_longer_stalls():
-    short, long = alb_health_check_timing(300), alb_health_check_timing(1800)
-    assert (
-        long.interval_seconds * long.unhealthy_threshold > short.interval_seconds * short.unhealthy_threshold
-    )
+    assert timing.unhealthy_threshold * timing.interval_seconds + timing.timeout_seconds <= max(bound, 30)
 
 
 def _listener(template, port):
@@ -130,30 +131,119 @@ def _listener(template, port):
     )
 
 
-def test_https_listener_forwards_http_by_default_and_grpc_by_content_type(template):
-    listener = _listener(template, 443)
-    properties = listener["Properties"]
+def _rules(template):
+    return [
+        rule["Properties"]
+        for rule in template.find_resources("AWS::ElasticLoadBalancingV2::ListenerRule").values()
+    ]
+
+
+def _group_id(template, version):
+    groups = _target_groups(template)
+    return next(k for k, v in groups.items() if v["Properties"]["ProtocolVersion"] == version)
+
+
+def _forwarded(template, target_group_id):
+    """Every path a rule forwards to the group (and that rule has no other condition)."""
+    paths = []
+    for rule in _rules(template):
+        if rule["Actions"][0].get("TargetGroupArn") == {"Ref": target_group_id}:
+            (condition,) = rule["Conditions"]
+            assert condition["Field"] == "path-pattern"
+            paths += condition["PathPatternConfig"]["Values"]
+    return paths
+
+
+def test_https_listener_answers_404_to_anything_not_on_the_allow_list(template):
+    properties = _listener(template, 443)["Properties"]
     assert properties["Protocol"] == "HTTPS" and properties["Port"] == 443
     assert properties["SslPolicy"] == "ELBSecurityPolicy-TLS13-1-2-2021-06"  # TLS 1.3, 1.2 fallback
-    groups = _target_groups(template)
-    http_id = next(k for k, v in groups.items() if v["Properties"]["ProtocolVersion"] == "HTTP1")
-    grpc_id = next(k for k, v in groups.items() if v["Properties"]["ProtocolVersion"] == "GRPC")
-    assert properties["DefaultActions"][0]["TargetGroupArn"] == {"Ref": http_id}
-    template.has_resource_properties(
-        "AWS::ElasticLoadBalancingV2::ListenerRule",
+    assert properties["DefaultActions"] == [
         {
-            "Actions": [Match.object_like({"Type": "forward", "TargetGroupArn": {"Ref": grpc_id}})],
-            "Conditions": [
-                {
-                    "Field": "http-header",
-                    "HttpHeaderConfig": {
-                        "HttpHeaderName": "content-type",
-                        "Values": ["application/grpc", "application/grpc+*"],
-                    },
-                }
-            ],
-        },
+            "Type": "fixed-response",
+            "FixedResponseConfig": {
+                "StatusCode": "404",
+                "ContentType": "text/plain",
+                "MessageBody": "Not found",
+            },
+        }
+    ]
+
+
+def test_only_the_serving_rpcs_reach_the_grpc_group(template):
+    assert sorted(_forwarded(template, _group_id(template, "GRPC"))) == sorted(
+        f"/inference.GRPCInferenceService/{method}"
+        for method in ("ModelInfer", "ModelStreamInfer", "ServerReady", "ModelReady", "ModelMetadata")
     )
+
+
+def test_only_the_served_models_paths_reach_the_http_group(stack, vpc):
+    _, template = _build(stack, vpc, _props(served_models=("assistant", "other")))
+    forwarded = _forwarded(template, _group_id(template, "HTTP1"))
+    expected = [
+        f"/v2/models/{model}{suffix}"
+        for model in ("assistant", "other")
+        for suffix in ("/infer", "/generate", "/generate_stream", "/ready", "")
+    ]
+    assert sorted(forwarded) == sorted(expected)
+    # ALB's limit: five condition values per rule; exact paths, so no wildcard opens a neighbour path.
+    for rule in _rules(template):
+        for condition in rule["Conditions"]:
+            values = condition.get("PathPatternConfig", {}).get("Values", [])
+            assert len(values) <= 5
+            assert not any("*" in value or "?" in value for value in values)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v2/repository/models/assistant/unload",
+        "/v2/repository/models/assistant/load",
+        "/v2/repository/index",
+        "/v2/systemsharedmemory/region/x/register",
+        "/v2/cudasharedmemory/status",
+        "/v2/models/assistant/config",
+        "/v2/models/assistant/stats",
+        "/v2/models/assistant/trace/setting",
+        "/v2/logging",
+        "/v2/trace/setting",
+        "/inference.GRPCInferenceService/RepositoryModelUnload",
+        "/inference.GRPCInferenceService/RepositoryModelLoad",
+        "/inference.GRPCInferenceService/SystemSharedMemoryRegister",
+        "/inference.GRPCInferenceService/ModelConfig",
+        "/inference.GRPCInferenceService/ModelStatistics",
+        "/inference.GRPCInferenceService/LogSettings",
+        "/inference.GRPCInferenceService/TraceSetting",
+    ],
+)
+def test_admin_paths_match_no_forwarding_rule(template, path):
+    for rule in _rules(template):
+        if rule["Actions"][0]["Type"] == "forward":
+            (condition,) = rule["Conditions"]
+            assert path not in condition["PathPatternConfig"]["Values"]
+
+
+def test_a_request_carrying_the_admin_key_header_is_refused_before_any_forward(template):
+    from entrypoint import admin_api
+
+    assert (ADMIN_KEY_HEADER, ADMIN_KEY_GRPC_HEADER) == (admin_api.HTTP_HEADER, admin_api.GRPC_HEADER)
+    refusals = {}
+    forwards = []
+    for rule in _rules(template):
+        action = rule["Actions"][0]
+        if action["Type"] == "fixed-response":
+            (condition,) = rule["Conditions"]
+            refusals[condition["HttpHeaderConfig"]["HttpHeaderName"]] = (
+                condition["HttpHeaderConfig"]["Values"],
+                rule["Priority"],
+                action["FixedResponseConfig"]["StatusCode"],
+            )
+        else:
+            forwards.append(rule["Priority"])
+    assert set(refusals) == {ADMIN_KEY_HEADER, ADMIN_KEY_GRPC_HEADER}
+    for values, priority, status in refusals.values():
+        assert values == ["*"] and status == "404"
+        assert priority < min(forwards)
 
 
 def test_only_https_and_the_redirect_port_are_open_to_clients(template):

@@ -29,7 +29,7 @@ def test_every_pip_requirement_is_pinned() -> None:
 
 
 def test_entrypoint_and_ports() -> None:
-    assert 'ENTRYPOINT ["python3", "-m", "entrypoint.start"]' in DOCKERFILE
+    assert 'ENTRYPOINT ["tini", "-s", "--", "python3", "-m", "entrypoint.start"]' in DOCKERFILE
     assert (CONTAINER_DIR / "entrypoint" / "start.py").is_file()
     assert "EXPOSE 8000 8001 8002" in DOCKERFILE
 
@@ -37,3 +37,20 @@ def test_entrypoint_and_ports() -> None:
 def test_no_catalog_is_baked_into_the_image() -> None:
     """Production serves the shop's index from S3; a demo index in the image would be served silently."""
     assert "assistant.catalog" not in DOCKERFILE and "--catalog" not in DOCKERFILE
+
+
+def test_the_image_runs_as_a_non_root_user_under_an_init_process() -> None:
+    users = re.findall(r"^USER (\S+)$", DOCKERFILE, re.M)
+    assert users == ["${SERVING_UID}:${SERVING_UID}"], "the last USER is the one the container runs as"
+    (uid,) = re.findall(r"^ARG SERVING_UID=(\d+)$", DOCKERFILE, re.M)
+    assert int(uid) != 0
+    assert re.search(r"useradd .*--uid \"\$\{SERVING_UID\}\"", DOCKERFILE)
+    assert "apt-get install -y --no-install-recommends tini" in DOCKERFILE
+    # The user owns its download folders only; the code it runs stays root's.
+    (chown,) = re.findall(r"chown serving:serving ([^\n]+(?:\n\s+[^\n]+)?)", DOCKERFILE)
+    assert "/opt/serving " not in chown + " " and "model.py" not in chown
+
+
+def test_the_image_health_check_is_the_cold_start_aware_probe() -> None:
+    assert '"entrypoint.healthcheck"' in DOCKERFILE
+    assert (CONTAINER_DIR / "entrypoint" / "healthcheck.py").is_file()

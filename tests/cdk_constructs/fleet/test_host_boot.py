@@ -18,6 +18,7 @@ from cdk_constructs.fleet.host_boot import (
     ECS_WARM_POOL_CONFIG,
     HOST_DATA_DIR,
     INSTANCE_STORE_MODEL,
+    SERVING_USER_ID,
     data_disk_commands,
     data_disk_script,
     data_disk_unit,
@@ -34,6 +35,7 @@ FAKE_TOOLS = {
     "mountpoint": '[ -f "$STATE/mounted" ]',
     "mount": 'echo "mount $*" >> "$STATE/log"; touch "$STATE/mounted"',
     "mkdir": 'echo "mkdir $*" >> "$STATE/log"',
+    "chown": 'echo "chown $*" >> "$STATE/log"',
     "sleep": "true",
 }
 
@@ -87,6 +89,8 @@ def test_first_boot_formats_the_blank_data_volume_and_mounts_it_not_the_root_dis
         "mkfs -f /dev/nvme1n1",
         f"mkdir -p {HOST_DATA_DIR}",
         f"mount -o noatime /dev/nvme1n1 {HOST_DATA_DIR}",
+        # Owned by the serving container's non-root user, who downloads into it.
+        f"chown {SERVING_USER_ID}:{SERVING_USER_ID} {HOST_DATA_DIR}",
     ]
 
 
@@ -109,7 +113,7 @@ def test_an_instance_store_that_comes_back_blank_is_formatted_again(tmp_path):
     result = host.boot(script)
     assert result.returncode == 0, result.stderr
     assert host.log[0] == "mkfs -f /dev/nvme1n1"
-    assert host.log[-1] == f"mount -o noatime /dev/nvme1n1 {HOST_DATA_DIR}"
+    assert host.log[-2] == f"mount -o noatime /dev/nvme1n1 {HOST_DATA_DIR}"
 
 
 def test_running_again_while_mounted_changes_nothing(tmp_path):
@@ -118,7 +122,10 @@ def test_running_again_while_mounted_changes_nothing(tmp_path):
     host.boot(script)
     result = host.boot(script)
     assert result.returncode == 0, result.stderr
-    assert host.log == [f"mkdir -p {HOST_DATA_DIR}"]
+    assert host.log == [
+        f"mkdir -p {HOST_DATA_DIR}",
+        f"chown {SERVING_USER_ID}:{SERVING_USER_ID} {HOST_DATA_DIR}",
+    ]
 
 
 def test_a_missing_data_disk_fails_the_unit_with_a_message(tmp_path):

@@ -5,8 +5,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cdk_constructs.fleet import ImageSource
-from cdk_constructs.fleet.host_boot import STOP_TIMEOUT_SECONDS
-from cdk_constructs.fleet.task_definition import container_health_command, container_health_timing
+from cdk_constructs.fleet.host_boot import SERVING_USER_ID, STOP_TIMEOUT_SECONDS, data_disk_script
+from cdk_constructs.fleet.task_definition import (
+    DEAD_CONTAINER_SECONDS,
+    container_health_command,
+    container_health_timing,
+)
 from settings.aws_limits import COLD_START_BUDGET_MAX
 from settings.instances import INSTANCES
 from tests.cdk_constructs.fleet.builders import build, fleet_props, serving_container
@@ -54,16 +58,34 @@ def test_container_health_check_is_derived_from_the_budget(template):
     assert check["StartPeriod"] == timing.start_period_seconds
     assert check["Interval"] == timing.interval_seconds
     assert check["Retries"] == timing.retries
-    assert check["Command"][:2] == ["CMD", "python3"]
-    assert "http://127.0.0.1:8000/v2/health/ready" in check["Command"][-1]
+    assert check["Command"] == [
+        "CMD",
+        "python3",
+        "-m",
+        "entrypoint.healthcheck",
+        "--port=8000",
+        "--cold-start-seconds=1800",
+    ]
 
 
-def test_container_health_command_fails_on_a_server_that_is_not_ready():
-    """Run the probe for real against a loopback server answering 503, then 200."""
+@pytest.mark.parametrize("budget", [60, 300, 1800, 3300])
+def test_a_container_whose_engine_died_is_unhealthy_within_a_minute(stack, vpc, budget):
+    _, template = build(stack, vpc, fleet_props(cold_start_budget_seconds=budget))
+    check = serving_container(template)["HealthCheck"]
+    assert check["Retries"] * check["Interval"] + check["Timeout"] <= DEAD_CONTAINER_SECONDS == 60
+    assert check["Retries"] >= 2, "one slow answer must not replace a host"
+    assert check["Timeout"] < check["Interval"]
+
+
+def test_container_health_command_fails_on_a_server_that_is_not_ready(tmp_path):
+    """Run the probe for real against a loopback server: 503 while starting is healthy inside the budget;
+    200 is healthy; 503 after having been ready is unhealthy at once."""
     import http.server
     import subprocess
     import sys
     import threading
+
+    from tests.container.conftest import REPO_DIR
 
     status = {"code": 503}
 
@@ -77,20 +99,48 @@ def test_container_health_command_fails_on_a_server_that_is_not_ready():
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def probe(budget: int) -> int:
+        command = container_health_command(server.server_address[1], budget)
+        run = [sys.executable, *command[2:], f"--state-dir={tmp_path / str(budget)}"]
+        return subprocess.run(run, cwd=REPO_DIR / "container", capture_output=True, check=False).returncode
+
     try:
-        command = container_health_command(server.server_address[1])
-        probe = [sys.executable, *command[2:]]
-        assert subprocess.run(probe, capture_output=True, check=False).returncode != 0
+        assert probe(1800) == 0, "a server still starting inside its budget is healthy"
+        assert probe(0) == 1, "a server not ready past its budget is unhealthy"
         status["code"] = 200
-        assert subprocess.run(probe, capture_output=True, check=False).returncode == 0
+        assert probe(1800) == 0
+        status["code"] = 503
+        assert probe(1800) == 1, "a server that was ready and is not any more is unhealthy"
     finally:
         server.shutdown()
+
+
+def test_the_task_runs_as_the_serving_user_with_an_init_process(template):
+    container = serving_container(template)
+    assert container["User"] == f"{SERVING_USER_ID}:{SERVING_USER_ID}" and SERVING_USER_ID != 0
+    assert container["LinuxParameters"]["InitProcessEnabled"] is True
+    task = next(iter(template.find_resources("AWS::ECS::TaskDefinition").values()))["Properties"]
+    for definition in task["ContainerDefinitions"]:
+        assert definition.get("User") == f"{SERVING_USER_ID}:{SERVING_USER_ID}", definition["Name"]
+        assert definition["LinuxParameters"]["InitProcessEnabled"] is True, definition["Name"]
+
+
+def test_the_serving_user_owns_the_host_data_disk_and_the_image_creates_it():
+    """The task writes weights and artifacts to the host's data disk as this uid; the image has the user."""
+    from tests.container.test_dockerfile import DOCKERFILE
+
+    assert f"chown {SERVING_USER_ID}:{SERVING_USER_ID} /opt/serving-data" in data_disk_script(
+        INSTANCES["inf2.48xlarge"]
+    )
+    assert f"ARG SERVING_UID={SERVING_USER_ID}" in DOCKERFILE
 
 
 @given(st.integers(min_value=60, max_value=COLD_START_BUDGET_MAX))
 def test_any_valid_cold_start_budget_gets_a_covering_container_health_check(budget):
     timing = container_health_timing(budget)
     assert timing.covered_seconds >= budget
+    assert timing.dead_after_seconds <= DEAD_CONTAINER_SECONDS
     assert timing.start_period_seconds <= 300 and timing.retries <= 10 and 5 <= timing.interval_seconds <= 300
 
 

@@ -51,6 +51,7 @@ def test_request_record_follows_the_emf_layout() -> None:
         "OutputTokens": 42,
         "InputTokens": 180,
         "RequestFailed": 0,
+        "Shed": 0,
         "_aws": {
             "Timestamp": 1_700_000_000_000,
             "CloudWatchMetrics": [
@@ -63,6 +64,7 @@ def test_request_record_follows_the_emf_layout() -> None:
                         {"Name": "OutputTokens", "Unit": "Count"},
                         {"Name": "InputTokens", "Unit": "Count"},
                         {"Name": "RequestFailed", "Unit": "Count"},
+                        {"Name": "Shed", "Unit": "Count"},
                     ],
                 }
             ],
@@ -98,6 +100,22 @@ def test_no_first_token_means_no_ttft_datapoint() -> None:
     assert "TimeToFirstToken" not in _names(record) and "TimeToFirstToken" not in record
     assert "SlowFirstToken" not in record and "InputTokens" not in record
     assert record["RequestFailed"] == 1
+
+
+@pytest.mark.parametrize(("waited_ms", "slow"), [(None, None), (999.9, None), (1000.1, 1), (60_000.0, 1)])
+def test_a_stream_that_ends_without_a_token_after_the_objective_is_slow(waited_ms, slow) -> None:
+    """A client that gives up in a long queue, or a stream failed after waiting, is a slow first token."""
+    record = _record(ttft_ms=None, failed=False, waited_ms=waited_ms, slow_first_token_ms=1000.0)
+    assert record.get("SlowFirstToken") == slow
+    assert "TimeToFirstToken" not in record
+    validate_emf(record)
+
+
+def test_a_shed_request_counts_as_shed_and_failed_without_ttft() -> None:
+    record = _record(ttft_ms=None, failed=False, shed=True, input_tokens=None, waited_ms=0.2)
+    assert record["Shed"] == 1 and record["RequestFailed"] == 1
+    assert "SlowFirstToken" not in record and "TimeToFirstToken" not in record
+    assert _record()["Shed"] == 0, "every request carries Shed, so its Average is the shed share"
 
 
 @pytest.mark.parametrize(("ttft_ms", "slow"), [(999.9, 0), (1000.0, 0), (1000.1, 1), (5000.0, 1)])

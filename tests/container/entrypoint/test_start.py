@@ -15,11 +15,17 @@ from assistant.retrieve import MANIFEST_NAME as INDEX_MANIFEST
 from assistant.retrieve import build_index
 from entrypoint.artifact_key import MANIFEST_NAME, artifact_key, compile_inputs, completion_manifest
 from entrypoint.s3_fetch import S3Location, upload_folder
-from entrypoint.start import main, plan_start
+from entrypoint.start import check_user, main, plan_start
 from serving.engine_settings import engine_settings
 
 REPOSITORY = Path(__file__).resolve().parents[3] / "container" / "model_repository"
 BUCKET = "kit-models"
+
+
+@pytest.fixture(autouse=True)
+def serving_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests run as root in this sandbox; the image runs as uid 10001, which the start expects."""
+    monkeypatch.setattr("entrypoint.start._effective_uid", lambda: 10001)
 
 
 @pytest.fixture()
@@ -81,6 +87,30 @@ def test_dry_run_prints_key_variables_and_command(environ, capsys) -> None:
     assert f"NEURON_COMPILED_ARTIFACTS={environ['COMPILED_ARTIFACTS_DIR']}/{key}" in out
     for flag in ("--http-port=8000", "--grpc-port=8001", "--metrics-port=8002", "--load-model=assistant"):
         assert flag in out
+
+
+def test_admin_apis_are_restricted_behind_a_fresh_key_never_printed(environ, capsys) -> None:
+    from entrypoint.admin_api import HTTP_HEADER, RESTRICTED_APIS
+
+    first, second = plan_start(environ), plan_start(environ)
+    groups = ",".join(RESTRICTED_APIS)
+    for flag in ("--http-restricted-api", "--grpc-restricted-protocol"):
+        (argument,) = [a for a in first.command if a.startswith(f"{flag}=")]
+        apis, key = argument.split("=", 1)[1].split(f":{HTTP_HEADER}=")
+        assert apis == groups and len(key) >= 32
+        assert argument not in second.command, "the key is generated at every start"
+    assert set(RESTRICTED_APIS) == {
+        "model-repository",
+        "model-config",
+        "shared-memory",
+        "logging",
+        "trace",
+        "statistics",
+    }
+    assert main(["--dry-run"], environ) == 0
+    out = capsys.readouterr().out
+    assert f"--http-restricted-api={groups}:{HTTP_HEADER}=<redacted>" in out
+    assert f"--grpc-restricted-protocol={groups}:{HTTP_HEADER}=<redacted>" in out
 
 
 def test_instance_type_override_changes_the_key(environ) -> None:
@@ -202,3 +232,15 @@ def test_missing_weights_fail_the_start(environ, s3, capsys) -> None:
     environ = {**environ, "MODEL_S3_URI": f"s3://{BUCKET}/weights/missing"}
     assert main([], environ, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
     assert f"s3://{BUCKET}/weights/missing: no objects under this prefix" in capsys.readouterr().err
+
+
+def test_the_start_refuses_root_unless_allowed(environ, s3, capsys, monkeypatch) -> None:
+    """Root would write through the read-only artifacts (a recompile would run instead of failing)."""
+    put_artifacts(s3, environ)
+    monkeypatch.setattr("entrypoint.start._effective_uid", lambda: 0)
+    execs = []
+    assert main([], environ, s3_client=lambda: s3, exec_fn=lambda *call: execs.append(call)) == 2
+    assert "running as root (uid 0)" in capsys.readouterr().err and not execs
+    assert main(["--dry-run"], environ) == 0, "a dry run needs no user"
+    assert check_user({"ALLOW_ROOT": "true"}, 0) is None
+    assert check_user({}, 10001) is None

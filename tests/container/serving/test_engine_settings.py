@@ -76,3 +76,14 @@ def test_underscore_keys_are_notes_that_never_reach_the_engine(tmp_path: Path) -
     model_json = tmp_path / "model.json"
     model_json.write_text(json.dumps({"_notes": ["why"], "model": "/m", "max_num_seqs": 8}))
     assert engine_settings(model_json, {}) == {"model": "/m", "max_num_seqs": 8}
+
+
+def test_the_stall_time_is_not_an_engine_argument(tmp_path) -> None:
+    """ENGINE_STALL_SECONDS configures the engine watch; passed to vLLM it would fail the model's load."""
+    from serving.engine_settings import engine_settings
+    from serving.engine_watch import STALL_ENV
+
+    model_json = tmp_path / "model.json"
+    model_json.write_text('{"model": "/m"}')
+    settings = engine_settings(model_json, {STALL_ENV: "5", "ENGINE_MAX_NUM_SEQS": "4"})
+    assert settings == {"model": "/m", "max_num_seqs": 4}

@@ -1,4 +1,5 @@
-"""How a model ends, on servers of their own: engine death, a stop after a cancellation burst, replicas.
+"""How a model ends, on servers of their own: engine death and stall, overload, a stop after a cancellation
+burst, replicas.
 
 Each test starts its own Triton (the pass-through model, ~3 GB per engine) and checks that nothing it
 started is left running afterwards.
@@ -6,6 +7,7 @@ started is left running afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -16,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import tritonclient.grpc as grpcclient
 
 from local.client import StreamingClient
 from local.demo_assets import DemoAssets
@@ -23,6 +26,7 @@ from local.triton_server import TritonServer, free_ports
 from tests.container.conftest import (
     SERVER_START_TIMEOUT_S,
     TEST_ENVIRONMENT,
+    emf_lines,
     engine_processes,
     process_group_members,
     read_metrics,
@@ -32,16 +36,65 @@ from tests.container.conftest import (
 pytestmark = pytest.mark.serving
 
 
-def own_server(demo_assets: DemoAssets, work_dir: Path, *, replicas: int = 1) -> TritonServer:
+def own_server(
+    demo_assets: DemoAssets, work_dir: Path, *, replicas: int = 1, environment: dict[str, str] | None = None
+) -> TritonServer:
     return TritonServer(
         model_dir=demo_assets.model_dir,
         index_dir=demo_assets.index_dir,
         work_dir=work_dir,
         ports=free_ports(),
         models=("passthrough",),
-        extra_environment=TEST_ENVIRONMENT,
+        extra_environment={**TEST_ENVIRONMENT, **(environment or {})},
         replicas=replicas,
     )
+
+
+def http_server_ready(server: TritonServer) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{server.http_url}/v2/health/ready", timeout=5) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+def grpc_server_ready(server: TritonServer) -> bool:
+    """gRPC ServerReady, as the ALB's gRPC health check calls it: ready=true, or anything else."""
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        return bool(client.is_server_ready(client_timeout=5))
+    except Exception:  # refused, unavailable, timed out: not ready
+        return False
+    finally:
+        client.close()
+
+
+def engine_core(server: TritonServer) -> int:
+    engines = engine_processes(server.process.pid)
+    core = [pid for pid, command in engines.items() if "EngineCore" in command]
+    assert core, f"no EngineCore among {engines}"
+    return core[0]
+
+
+def out_of_rotation_within(server: TritonServer, seconds: float) -> tuple[float | None, float | None]:
+    """Seconds until HTTP /v2/health/ready and gRPC ServerReady each stopped answering ready (None: never)."""
+    started = time.monotonic()
+    http_s = grpc_s = None
+    while time.monotonic() - started < seconds and (http_s is None or grpc_s is None):
+        if http_s is None and not http_server_ready(server):
+            http_s = time.monotonic() - started
+        if grpc_s is None and not grpc_server_ready(server):
+            grpc_s = time.monotonic() - started
+        time.sleep(0.5)
+    return http_s, grpc_s
+
+
+def exits_leaving_nothing(server: TritonServer, timeout_s: float = 90.0) -> list[int] | bool:
+    """Wait for Triton to exit by itself, then for its process group to empty (the guard gets a few seconds
+    to act); True, or what is left."""
+    group = server.process.pid
+    server.process.wait(timeout=timeout_s)
+    return wait_for(lambda: not process_group_members(group), timeout_s=10) or process_group_members(group)
 
 
 def model_ready(server: TritonServer, model: str = "passthrough") -> bool:
@@ -54,24 +107,143 @@ def model_ready(server: TritonServer, model: str = "passthrough") -> bool:
         return False
 
 
-def test_a_dead_engine_takes_the_model_out_of_service(demo_assets: DemoAssets, tmp_path: Path) -> None:
+def test_a_killed_engine_core_takes_the_server_out_of_rotation_and_leaves_nothing(
+    demo_assets: DemoAssets, tmp_path: Path
+) -> None:
+    """Server-level readiness, HTTP and gRPC, goes within 30 s: unloading the model alone would leave it
+    green (strict readiness skips unloaded models) and the ALB's gRPC check (ServerReady) with it."""
     server = own_server(demo_assets, tmp_path)
     server.start(timeout_s=SERVER_START_TIMEOUT_S)
     try:
-        assert model_ready(server)
-        engines = engine_processes(server.process.pid)
-        core = [pid for pid, command in engines.items() if "EngineCore" in command]
-        assert core, f"no EngineCore among {engines}"
-        os.kill(core[0], signal.SIGKILL)
-        with StreamingClient(server.grpc_url) as client:
-            failed = client.ask("hello", model="passthrough", sampling={"max_tokens": 4})
-        assert failed.error is not None
-        assert wait_for(lambda: not model_ready(server), timeout_s=30), (
-            "the model stayed ready with a dead engine"
+        assert http_server_ready(server) and grpc_server_ready(server)
+        killed_at = time.monotonic()
+        os.kill(engine_core(server), signal.SIGKILL)
+        http_s, grpc_s = out_of_rotation_within(server, 30)
+        assert http_s is not None, "HTTP /v2/health/ready stayed ready for 30 s with a dead engine"
+        assert grpc_s is not None, "gRPC ServerReady stayed ready for 30 s with a dead engine"
+        leftovers = exits_leaving_nothing(server)
+        # The ALB's gRPC check sees only a status code (ServerReady answers OK with ready=false): the
+        # target fails it once the server stops listening, which must leave the check time within a minute.
+        exited_s = time.monotonic() - killed_at
+    finally:
+        server.stop()
+    log = server.log_path.read_text(errors="replace")
+    assert "the vLLM engine is dead" in log and "stopping the server" in log
+    assert leftovers is True, f"processes outlived the server: {leftovers}"
+    assert exited_s < 30, f"the server took {exited_s:.0f} s to exit after its engine died"
+
+
+def test_a_stalled_engine_takes_the_server_out_of_rotation_and_fails_its_streams(
+    demo_assets: DemoAssets, tmp_path: Path
+) -> None:
+    """A stopped engine core (SIGSTOP) with streams in flight: no step for ENGINE_STALL_SECONDS is a dead
+    engine. A stream that waited past the objective without a token counts SlowFirstToken=1."""
+    server = own_server(demo_assets, tmp_path, environment={"ENGINE_STALL_SECONDS": "5"})
+    server.start(timeout_s=SERVER_START_TIMEOUT_S)
+    core = engine_core(server)
+    try:
+        first_tokens = threading.Barrier(3)
+        results = []
+
+        def long_stream(number: int) -> None:
+            with StreamingClient(server.grpc_url) as client:
+                tokens = []
+
+                def chunk(text: str) -> None:
+                    tokens.append(text)
+                    if len(tokens) == 1:
+                        first_tokens.wait(timeout=60)
+
+                results.append(
+                    client.ask(
+                        f"stall {number}",
+                        model="passthrough",
+                        sampling={"max_tokens": 4000, "ignore_eos": True},
+                        on_chunk=chunk,
+                        timeout_s=90,
+                    )
+                )
+
+        streams = [threading.Thread(target=long_stream, args=(n,)) for n in range(2)]
+        for thread in streams:
+            thread.start()
+        first_tokens.wait(timeout=60)
+        os.kill(core, signal.SIGSTOP)
+        with StreamingClient(server.grpc_url) as client:  # waits on the stopped engine without a token
+            waiting = client.ask("no token", model="passthrough", sampling={"max_tokens": 4}, timeout_s=90)
+        http_s, grpc_s = out_of_rotation_within(server, 30)
+        for thread in streams:
+            thread.join(timeout=60)
+        assert http_s is not None and grpc_s is not None, "a stalled engine left the server ready"
+        assert waiting.error is not None and "unavailable" in waiting.error, waiting.error
+        assert len(results) == 2 and all(result.error for result in results), "streams hung on the stall"
+        leftovers = exits_leaving_nothing(server)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(core, signal.SIGCONT)
+        server.stop()
+    log = server.log_path.read_text(errors="replace")
+    assert "no engine step for" in log and "ENGINE_STALL_SECONDS=5" in log
+    slow_without_token = [
+        record
+        for record in emf_lines(server)
+        if record.get("SlowFirstToken") == 1 and "TimeToFirstToken" not in record
+    ]
+    assert slow_without_token, "the stream that waited past the objective without a token was not counted"
+    assert leftovers is True, f"processes outlived the server: {leftovers}"
+
+
+def test_a_burst_of_four_times_the_slots_sheds_the_excess_at_once(
+    demo_assets: DemoAssets, tmp_path: Path
+) -> None:
+    """16 batch slots (engine-cpu.json max_num_seqs) and the default queue of one more batch: of 64
+    requests at once, what exceeds 32 waiting or running is refused with UNAVAILABLE at once and counted."""
+    server = own_server(demo_assets, tmp_path)
+    server.start(timeout_s=SERVER_START_TIMEOUT_S)
+    try:
+        burst = 64
+        barrier = threading.Barrier(burst)
+
+        def one(number: int):
+            with StreamingClient(server.grpc_url) as client:
+                barrier.wait(timeout=60)
+                return client.ask(
+                    f"burst {number}",
+                    model="passthrough",
+                    sampling={"max_tokens": 400, "ignore_eos": True},
+                    timeout_s=300,
+                )
+
+        with ThreadPoolExecutor(max_workers=burst) as pool:
+            results = list(pool.map(one, range(burst)))
+        shed = [result for result in results if result.error and "overloaded" in result.error]
+        served = [result for result in results if result.error is None]
+        assert len(shed) + len(served) == burst, [result.error for result in results if result.error]
+        # Requests finishing during the burst free room: at least the excess over a full queue, not exactly.
+        assert 16 <= len(shed) <= burst - 32, len(shed)
+        assert {result.status for result in shed} == {"StatusCode.UNAVAILABLE"}
+        slowest_shed = max(result.total_s for result in shed)
+        fastest_served = min(result.total_s for result in served)
+        assert slowest_shed < fastest_served, "a shed request must be refused at once, not after waiting"
+        metrics = wait_for(
+            lambda: (
+                metrics
+                if (metrics := read_metrics(server)).get(
+                    'llm_requests_total{model="passthrough",outcome="shed",replica="0"}'
+                )
+                == len(shed)
+                else None
+            ),
+            timeout_s=20,
         )
-        assert "the vLLM engine is dead" in server.log_path.read_text(errors="replace")
-        assert wait_for(lambda: not engine_processes(server.process.pid), timeout_s=30), (
-            "engine processes outlived it"
+        assert metrics, "llm_requests_total{outcome=shed} does not count the shed requests"
+        shed_lines = wait_for(
+            lambda: [record for record in emf_lines(server) if record.get("Shed") == 1], timeout_s=20
+        )
+        assert len(shed_lines) == len(shed)
+        assert all(record["Outcome"] == "shed" and record["RequestFailed"] == 1 for record in shed_lines)
+        assert all(
+            record["Shed"] == 0 for record in emf_lines(server) if record.get("Outcome") == "completed"
         )
     finally:
         server.stop()
@@ -120,6 +292,39 @@ def test_a_stop_after_a_cancellation_burst_is_graceful_and_leaves_nothing(
     # Within the server's exit timeout (20 s here), the engine shut down by finalize, not killed after it.
     assert stop_s < 20, f"the graceful stop took {stop_s:.1f} s"
     assert leftovers is True, f"processes outlived the server: {leftovers}"
+
+
+def test_model_processes_do_not_outlive_a_killed_triton(demo_assets: DemoAssets, tmp_path: Path) -> None:
+    """Triton gone without a graceful stop (OOM kill, its exit timeout) while streams run: the stub, its
+    engine and its guard must not stay behind (a stub was found running 50 minutes after its Triton)."""
+    server = own_server(demo_assets, tmp_path)
+    server.start(timeout_s=SERVER_START_TIMEOUT_S)
+    group = server.process.pid
+    try:
+        started = threading.Event()
+
+        def stream() -> None:
+            with StreamingClient(server.grpc_url) as client:
+                client.ask(
+                    "long",
+                    model="passthrough",
+                    sampling={"max_tokens": 4000, "ignore_eos": True},
+                    on_chunk=lambda _: started.set(),
+                    timeout_s=30,
+                )
+
+        threads = [threading.Thread(target=stream, daemon=True) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        assert started.wait(60)
+        server.process.kill()  # Triton alone, not its process group
+        server.process.wait(timeout=30)
+        leftovers = wait_for(lambda: not process_group_members(group), timeout_s=15) or {
+            pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in process_group_members(group)
+        }
+    finally:
+        server.stop()
+    assert leftovers is True, f"processes outlived Triton: {leftovers}"
 
 
 def test_replicas_each_run_their_own_engine_on_their_own_cores(
