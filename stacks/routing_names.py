@@ -119,3 +119,9 @@ def cell_weights(region_weight: int, cells: int) -> tuple[int, ...]:
     """A region's configured weight over its cells' records at first: as evenly as whole weights allow
     (the orchestrator then splits it by spare slots)."""
     return split_hosts(region_weight, cells)
+
+
+def routing_targets(settings: Settings) -> dict[str, int]:
+    """Every weighted record's set identifier -> its initial weight: a region, or each cell of a region of
+    several (`us-east-1/2`). What pins and rehearsal scenarios may name."""
+    return {target.name: target.initial_weight for target in orchestrator_config(settings).regions}
