@@ -29,13 +29,17 @@ from .policy import (
 )
 
 
-def region_signals_of(params: PolicyParams, cells: Sequence[RegionSignals | None]) -> RegionSignals | None:
-    """The region as its healthy cells add up; when none is healthy, as its worst cells say (shares at their
-    highest, so a region of bad cells never averages into a healthy one). None when no cell reported."""
+def region_signals_of(
+    params: PolicyParams, cells: Sequence[RegionSignals | None], drained: Sequence[bool] = ()
+) -> RegionSignals | None:
+    """The region as its cells add up, leaving out those bad for long enough to be drained (`drained`, one
+    flag per cell); when every cell is drained, as its worst cells say (shares at their highest, so a
+    region of bad cells never averages into a healthy one). None when no cell reported."""
+    flags = list(drained) or [False] * len(cells)
     reported = [s for s in cells if s is not None]
     if not reported:
         return None
-    healthy = [s for s in reported if not s.problems(params)]
+    healthy = [s for s, gone in zip(cells, flags, strict=True) if s is not None and not gone]
     chosen = healthy or reported
     hosts = sum(s.healthy_hosts for s in chosen)
     if healthy:
@@ -136,6 +140,18 @@ def split_region(
     return {name: weights[name] for name in names}, new_memory, decisions
 
 
+def _drained(
+    params: PolicyParams,
+    name: str,
+    signals: Mapping[str, RegionSignals | None],
+    memory: Mapping[str, RegionMemory],
+) -> bool:
+    """The cell is bad this run and has been for long enough to drain: the region no longer counts on it."""
+    start = RegionMemory(good_runs=params.healthy_runs_to_recover - 1)
+    streak, problems = remember(params, signals.get(name), memory.get(name, start))
+    return bool(problems) and streak.bad_runs >= params.bad_runs_to_drain
+
+
 def decide_cells(
     params: PolicyParams,
     budget: int,
@@ -154,7 +170,9 @@ def decide_cells(
         return decide(params, budget, current, signals, memory, pins=pins)
     region_current = {region: sum(current[name] for name in names) for region, names in groups.items()}
     region_signals = {
-        region: region_signals_of(params, [signals.get(n) for n in names])
+        region: region_signals_of(
+            params, [signals.get(n) for n in names], [_drained(params, n, signals, memory) for n in names]
+        )
         if region in celled
         else signals.get(region)
         for region, names in groups.items()
