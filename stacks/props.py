@@ -367,5 +367,6 @@ def routing_endpoint_props(settings: Settings, region: str, cell: int = 1) -> Ro
         slow_first_token_share=routing.slow_first_token_share,
         error_share=routing.error_share,
         min_healthy_hosts=settings.min_healthy_hosts(region, cell),
+        label="" if this.count == 1 else this.name,
         evaluation_minutes=routing.bad_runs_to_drain,
     )

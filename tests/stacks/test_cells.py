@@ -44,6 +44,7 @@ def test_every_cell_has_its_own_load_balancer_cluster_fleets_and_health_check(ce
             if c["Properties"]["HealthCheckConfig"]["Type"] == "CALCULATED"
         ]
         assert len(calculated) == 1, name
+        assert {"Key": "Name", "Value": f"{name} serving"} in calculated[0]["Properties"]["HealthCheckTags"]
         assert {"Key": "cell", "Value": name} in resources(template, "AWS::ECS::Cluster").popitem()[1][
             "Properties"
         ]["Tags"]

@@ -75,7 +75,9 @@ def test_prime_day_fits_the_default_alb_and_ecs_quotas_with_its_surge():
     findings = scale_findings(prime_day, "us-east-1", AWS_DEFAULT_LIMITS | {ECS_CONTAINER_INSTANCES: 5000.0})
     assert {f.status for f in findings} == {Status.OK}
     alb = next(f for f in findings if f.scope == "prime-day" and f.check == ELB_TARGETS_PER_ALB)
-    assert alb.needed == "978"  # (260 + 65 + 131 + 33) hosts, an HTTP and a gRPC target each
+    # us-east-1 runs Prime Day in two cells; the busier one: (158 + 40 + 79 + 20) hosts at the event's max
+    # with surge, an HTTP and a gRPC target each, on its own ALB.
+    assert alb.needed == "594"
 
 
 def test_an_event_past_the_accounts_alb_targets_is_a_shortfall_and_unreported_limits_use_the_defaults(
@@ -85,12 +87,14 @@ def test_an_event_past_the_accounts_alb_targets_is_a_shortfall_and_unreported_li
     path.write_text(
         f"base: {REPO / 'config' / 'prime-day.yaml'}\nevents:\n  - name: prime-day\n    regions:\n"
         "      us-east-1:\n        inf2.48xlarge: {min: 173, max: 300}\n"
+        # One cell, as an account with raised quotas may run it.
+        "cell_max_hosts: 1000\nregions:\n  us-east-1: {cells: 1}\n"
     )
     big = load_settings(path)
     findings = scale_findings(big, "us-east-1", {ELB_TARGETS_PER_ALB: 1000.0})
     short = [f for f in findings if f.status is Status.SHORTFALL]
     assert [(f.scope, f.check) for f in short] == [("prime-day", ELB_TARGETS_PER_ALB)]
-    assert "us-east-1 prime-day: 539 hosts" in short[0].advice and "1,078" in short[0].advice
+    assert "us-east-1 prime-day: 573 hosts" in short[0].advice and "1,146" in short[0].advice
     unreported = next(f for f in findings if f.check == ECS_CONTAINER_INSTANCES)
     assert unreported.available == "5,000 (default; not reported)"
     # An account with its ALB quota raised passes.
