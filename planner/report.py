@@ -145,9 +145,9 @@ def notes(
             f"{(cost - without) * hours:,.0f} {currency} over the window."
         )
     lines.append(
-        "Ranges: hosts and cost at the high and low end of each profile's throughput range; seed spread: "
-        "total hosts of a region at other random seeds (searched in shorter windows, so it overstates the "
-        "spread of the plan itself)."
+        "Ranges: hosts and cost at the high and low end of each profile's throughput range; seeds: the "
+        "region's hosts at other random seeds. Both are searched in one-minute windows and scaled to the "
+        "plan's fleet by the same short search at its own profile and seed."
     )
     speculative = [(p, f) for p in plans for f in p.fleets if f.decode_speedup != 1.0]
     if speculative:

@@ -122,3 +122,15 @@ def test_failover_headroom_defaults_to_ten_percent(write) -> None:
     assert forecast.failover_headroom == 0.1
     forecast, _ = load_forecast(write(SMALL_FORECAST + "failover_headroom: 0.25\n"))
     assert forecast.failover_headroom == 0.25
+
+
+def test_the_published_case_study_is_three_million_tokens_a_minute_on_80000_chips() -> None:
+    forecast, _ = load_forecast(REPO / "config" / "forecasts" / "published-case-study.yaml")
+    assert sum(region.peak_tokens_per_minute or 0 for region in forecast.regions.values()) == 3_000_000
+    assert forecast.published is not None and forecast.published.chips == 80_000
+
+
+def test_the_scale_test_is_named_for_what_it_is() -> None:
+    forecast, _ = load_forecast(REPO / "bench" / "scale-test-forecast.yaml")
+    assert forecast.event.name == "scale-test"
+    assert "synthetic scale test" in (REPO / "bench" / "scale-test-forecast.yaml").read_text()

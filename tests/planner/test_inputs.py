@@ -140,3 +140,8 @@ def test_inputs_keep_the_configs_mix_and_replicas(write) -> None:
     assert east.mix == (20.0, 10.0)
     assert [t.replicas for t in east.templates] == [3, 4]
     assert east.templates[0].engine.max_num_seqs == 32
+
+
+def test_missing_engine_settings_are_named(write, tmp_path) -> None:
+    message = gather_error(write(SMALL_FORECAST), DEFAULT, engine_settings=tmp_path / "model.json")
+    assert "model.json: engine settings file not found" in message

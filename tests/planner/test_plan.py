@@ -202,3 +202,20 @@ def test_margins_headroom_and_cost_per_million_tokens() -> None:
     assert plan.fleet_cost_per_million_tokens(fleets[0]) == pytest.approx(2400 / (tokens * 0.6))
     no_failover = RegionPlan("a", 100.0, DesignRate(120.0, "peak +20%", 100.0), fleets, sized)
     assert no_failover.failover_margin is None
+
+
+@given(
+    peaks=st.lists(st.floats(1, 10_000), min_size=1, max_size=4),
+    headroom=st.floats(0, 1),
+    failover_headroom=st.floats(0, 1),
+)
+def test_a_design_rate_covers_the_peak_with_headroom_and_the_failover_load_with_its_own(
+    peaks: list[float], headroom: float, failover_headroom: float
+) -> None:
+    named = {f"r{index}": peak for index, peak in enumerate(peaks)}
+    weights = {name: 10 * (index + 1) for index, name in enumerate(named)}
+    rates = design_rates(named, weights, headroom, True, failover_headroom)
+    for name, design in rates.items():
+        assert design.rate >= named[name] * (1 + headroom) * (1 - 1e-9)
+        assert design.rate >= design.failover_load * (1 + failover_headroom) * (1 - 1e-9)
+        assert design.failover_load == 0 or design.failover_load > named[name]
