@@ -560,8 +560,9 @@ class EventConfig(StrictModel):
     end: EventTime
     prewarm_margin_minutes: Annotated[int, Field(ge=0, le=24 * 60)] = 30
     # At `end` only the minimums come back down; the maximums follow this long after, while target tracking
-    # scales in at its own pace. Application Auto Scaling scales in to a lowered maximum at once, so lowering
-    # it at `end` would cut most of an event's tasks in one minute in every region. At least a minute: a
+    # scales in at its own pace. Application Auto Scaling scales in to a lowered maximum at once (its user
+    # guide, "How scheduled scaling works"), so lowering it at `end` would cut most of an event's tasks in
+    # one minute in every region. At least a minute: a
     # maximum lowered with the minimum is that cut.
     scale_in_after_minutes: Annotated[int, Field(ge=1, le=24 * 60)] = 120
     # region -> instance type -> the hosts the event needs
