@@ -725,6 +725,16 @@ class Settings(StrictModel):
                             "every fleet and needs at least one host at its max",
                         )
                     )
+            for index, event in enumerate(self.events):
+                for instance_type, bounds in event.regions.get(name, {}).items():
+                    if bounds.max < region.cells:
+                        problems.append(
+                            (
+                                ("events", index, "regions", name, instance_type, "max"),
+                                f"max {bounds.max} is below {name}'s {region.cells} cells: every cell runs "
+                                "every fleet and needs at least one host at its max",
+                            )
+                        )
             scopes: list[tuple[KeyPath, EventConfig | None]] = [(("regions", name, "cells"), None)]
             scopes += [
                 (("events", index, "regions", name), event)

@@ -27,6 +27,7 @@ from cdk_constructs.observability import ObservabilityProps
 from cdk_constructs.routing_endpoint import RoutingEndpointProps
 from cdk_constructs.traffic_orchestrator import OrchestratorProps, RegionReads
 from cdk_constructs.web_acl import WebAclProps
+from settings.cells import Cell, split_hosts
 from settings.schema import FleetConfig, Settings, s3_bucket, s3_prefix
 from stacks import routing_names
 
@@ -219,9 +220,17 @@ def fleet_schedule(
     return FleetSchedule(tuple(changes), under_way)
 
 
-def warm_pool_props(fleet: FleetConfig) -> WarmPoolProps | None:
+def warm_pool_props(fleet: FleetConfig, cell: Cell | None = None) -> WarmPoolProps | None:
+    """The fleet's pool, or a cell's share of it: the pool's sizes count the region's hosts, as its
+    bounds do."""
     pool = fleet.warm_pool
-    return WarmPoolProps(pool.min_size, pool.max_prepared) if pool else None
+    if pool is None:
+        return None
+    if cell is None or cell.count == 1:
+        return WarmPoolProps(pool.min_size, pool.max_prepared)
+    share = cell.index - 1
+    prepared = None if pool.max_prepared is None else split_hosts(pool.max_prepared, cell.count)[share]
+    return WarmPoolProps(split_hosts(pool.min_size, cell.count)[share], prepared or None)
 
 
 def capacity_reservation_props(fleet: FleetConfig) -> CapacityReservationProps | None:
@@ -267,7 +276,7 @@ def fleet_props(
         ami_parameter_name=neuron_ami_parameter(settings.container.neuron_ami_release),
         scheduled_bounds=schedule.changes,
         event_bounds_at_deploy=schedule.event_bounds_at_deploy,
-        warm_pool=warm_pool_props(fleet),
+        warm_pool=warm_pool_props(fleet, settings.cell(region, cell)),
         capacity_reservation=capacity_reservation_props(fleet),
         capacity_block=capacity_block_props(fleet),
         data_volume_gib=fleet.data_volume_gib,

@@ -848,6 +848,14 @@ CELLS = MINIMAL.replace("    weight: 1\n", "    weight: 1\n    cells: 2\n")
             id="fleet-max-below-cells",
         ),
         pytest.param(
+            CELLS + EVENT.replace("{min: 12, max: 60}", "{min: 0, max: 1}"),
+            [
+                "config.yaml:15: events[name=prime-day].regions.us-east-1.inf2.48xlarge.max",
+                "max 1 is below us-east-1's 2 cells",
+            ],
+            id="event-max-below-cells",
+        ),
+        pytest.param(
             "cell_max_hosts: 0\n" + MINIMAL,
             ["config.yaml:1: cell_max_hosts: must be greater than 0"],
             id="cell-max-hosts-zero",
