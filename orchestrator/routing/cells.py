@@ -1,8 +1,9 @@
 """Cells inside regions, as pure functions around the region policy.
 
 A region of several cells is decided in two steps. First the region, like any other, on the signals of its
-cells that look healthy this run (their hosts, slots and requests added up): while one cell is healthy the
-region is healthy, and its share follows the spare slots of its healthy cells. Then the region's weight is
+cells added up (hosts, slots, requests; shares weighted by hosts), leaving out a cell bad for long enough to
+be drained: while one cell serves well the region is healthy, and its share follows the spare slots of the
+cells it counts on. Then the region's weight is
 split over its cells: a cell bad for `bad_runs_to_drain` runs steps down to the floor and its weight goes
 to its sibling cells, in proportion to their spare slots, so a bad cell is drained inside its region and
 its users stay in the region. Only when every cell of a region is bad does the region look bad and drain
@@ -39,10 +40,10 @@ def region_signals_of(
     reported = [s for s in cells if s is not None]
     if not reported:
         return None
-    healthy = [s for s, gone in zip(cells, flags, strict=True) if s is not None and not gone]
-    chosen = healthy or reported
+    kept = [s for s, gone in zip(cells, flags, strict=True) if s is not None and not gone]
+    chosen = kept or reported
     hosts = sum(s.healthy_hosts for s in chosen)
-    if healthy:
+    if kept:
         weights = [s.healthy_hosts or 1 for s in chosen]
         slow = sum(s.slow_first_token_share * w for s, w in zip(chosen, weights, strict=True)) / sum(weights)
         failed = sum(s.error_share * w for s, w in zip(chosen, weights, strict=True)) / sum(weights)
@@ -58,7 +59,7 @@ def region_signals_of(
         requests_in_flight=sum(s.requests_in_flight for s in chosen),
         degraded=any(s.degraded for s in chosen),
     )
-    if not healthy and not combined.problems(params):
+    if not kept and not combined.problems(params):
         # Every cell is bad, each for its own reason (one short of hosts, one with errors): so is the region.
         combined = RegionSignals(**{**vars(combined), "degraded": True})
     return combined
