@@ -749,6 +749,13 @@ def test_cli_summarizes_a_good_config(capsys: pytest.CaptureFixture[str]) -> Non
     assert "us-east-2 weight 20: " in output and "zones us-east-2a, us-east-2c; NAT gateways 2" in output
 
 
+def test_cli_says_how_many_cells_a_region_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate_main([str(REPO / "config" / "prime-day.yaml")]) == 0
+    output = capsys.readouterr().out
+    assert "us-east-1 weight 50 in 2 cells: inf2.48xlarge x2-20 (TP 8)" in output
+    assert "us-west-2 weight 30: " in output
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
     lambda children: (
