@@ -45,6 +45,9 @@ class RoutingEndpointProps:
     # Minutes a signal must stay bad before its alarm (and so its health check) fails: one bad minute
     # moves nothing, as in the orchestrator (routing.bad_runs_to_drain).
     evaluation_minutes: int
+    # What the health checks' Name tags call this endpoint: a cell's name (`us-east-1/2`), so two cells of
+    # one region tell apart in the Route 53 console; empty: the stack's region.
+    label: str = ""
 
 
 def alarm_name(prefix: str, signal: str, *settings: object) -> str:
@@ -118,7 +121,7 @@ class RoutingEndpoint(Construct):
                 ),
                 health_check_tags=[
                     route53.CfnHealthCheck.HealthCheckTagProperty(
-                        key="Name", value=f"{region} {alarm.node.id}"
+                        key="Name", value=f"{props.label or region} {alarm.node.id}"
                     )
                 ],
             )
@@ -134,7 +137,9 @@ class RoutingEndpoint(Construct):
                 health_threshold=len(self.signal_checks),
             ),
             health_check_tags=[
-                route53.CfnHealthCheck.HealthCheckTagProperty(key="Name", value=f"{region} serving")
+                route53.CfnHealthCheck.HealthCheckTagProperty(
+                    key="Name", value=f"{props.label or region} serving"
+                )
             ],
         )
         ssm.StringParameter(

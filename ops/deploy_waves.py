@@ -1,6 +1,7 @@
-"""`python -m ops.deploy_waves CONFIG [--dry-run] [--all-at-once]`: `make deploy`, one region at a time.
+"""`python -m ops.deploy_waves CONFIG [--dry-run] [--all-at-once]`: `make deploy`, one cell at a time.
 
-The global stack first, then each region's stack in config order. After a region's deploy: wait until its
+The global stack first, then each region's stack in config order (a region of several cells: each cell's
+stack in turn, so a bad change stops in one cell). After a region's deploy: wait until its
 ECS services are stable, then watch its region-unfit and region-degraded alarms for `deploy.bake_minutes`.
 Any alarm, a failed rollout or services that do not settle stop the wave before the next region, and the
 command prints what is deployed where and how to roll back. Every wave deploys the same cloud assembly,
@@ -24,6 +25,7 @@ from typing import Any
 
 from ops.credentials import has_credentials, no_credentials_message
 from ops.release_capacity import batches, project_clusters
+from settings.cells import region_of
 from settings.schema import Settings
 from stacks.routing_names import degraded_alarm_name, unfit_alarm_name
 
@@ -39,10 +41,16 @@ class Wave:
     stack: str
     region: str | None = None  # None: the global stack, which runs no services and has no region alarms
     alarms: tuple[str, ...] = ()
+    cell: str = ""  # the cell's name (`us-east-1/2`) in a region of several cells
 
     @property
     def label(self) -> str:
-        return self.region or "global"
+        return self.cell or self.region or "global"
+
+    @property
+    def target(self) -> str:
+        """What the wave's services are read for: the region, or the one cell of it the wave deploys."""
+        return self.cell or self.region or ""
 
 
 @dataclass(frozen=True)
@@ -50,15 +58,20 @@ class StackNames:
     """The app's stack names (stacks/props.py holds the rule; passed in so planning needs no CDK import)."""
 
     global_stack: str
-    regional: dict[str, str]
+    regional: dict[str, str]  # cell name (the region's for a one-cell region) -> stack
 
 
 def plan_waves(settings: Settings, names: StackNames) -> list[Wave]:
-    """The global stack, then one wave per region in config order, each watching that region's alarms."""
+    """The global stack, then one wave per cell in config order (a region's cells one after another), each
+    watching that cell's alarms: a bad change stops in one cell, before the rest of its region."""
     waves = [Wave(names.global_stack)]
-    for region in settings.regions:
-        alarms = (unfit_alarm_name(settings, region), degraded_alarm_name(settings, region))
-        waves.append(Wave(names.regional[region], region, alarms))
+    for cell in settings.all_cells:
+        alarms = (
+            unfit_alarm_name(settings, cell.region, cell.index),
+            degraded_alarm_name(settings, cell.region, cell.index),
+        )
+        name = "" if cell.count == 1 else cell.name
+        waves.append(Wave(names.regional[cell.name], cell.region, alarms, name))
     return waves
 
 
@@ -69,7 +82,7 @@ def describe_plan(waves: Sequence[Wave], bake_minutes: float) -> str:
             lines.append(f"  {number}. {wave.stack} (global): deploy")
         else:
             lines.append(
-                f"  {number}. {wave.stack} ({wave.region}): deploy, wait for stable ECS services, "
+                f"  {number}. {wave.stack} ({wave.label}): deploy, wait for stable ECS services, "
                 f"watch for {bake_minutes:g} min:"
             )
             lines.append(f"       {', '.join(wave.alarms)}")
@@ -148,7 +161,7 @@ def stop_report(outcome: Outcome, waves: Sequence[Wave], config: str) -> str:
     lines += [f"  {w.label}: {w.stack}" for w in after]
     if stopped in outcome.deployed and not after:
         lines.append("  nothing")
-    changed = [w.region for w in outcome.deployed if w.region is not None]
+    changed = [w.label for w in outcome.deployed if w.region is not None]
     lines.append("to roll back:")
     if not outcome.deployed:
         lines.append("  nothing to roll back")
@@ -191,10 +204,14 @@ def deploy_stack(cdk: Sequence[str], assembly: Path, stack: str) -> None:
     subprocess.run([*cdk, "deploy", "--app", str(assembly), "--exclusively", stack], check=True)
 
 
-def region_services(session: Any, project: str, region: str) -> list[dict[str, Any]]:
+def region_services(session: Any, project: str, target: str) -> list[dict[str, Any]]:
+    """The services of the project's clusters in a region, or of one cell's cluster (`us-east-1/2`: the
+    cell stacks tag their resources `cell`)."""
+    region = region_of(target)
     ecs = session.client("ecs", region_name=region)
     services = []
-    for cluster in project_clusters(ecs, project):
+    cell = target if target != region else None
+    for cluster in project_clusters(ecs, project, cell=cell):
         arns = [
             arn
             for page in ecs.get_paginator("list_services").paginate(cluster=cluster)
@@ -278,16 +295,16 @@ def run_waves(
         outcome.deployed.append(wave)
         if wave.region is None:
             continue
-        region = wave.region
+        region = wave.label
         log(f"{region}: waiting for its ECS services to be stable")
         try:
             problems = wait_until_stable(
-                partial(services, region), stable_timeout_seconds, poll_seconds, sleep, clock, log
+                partial(services, wave.target), stable_timeout_seconds, poll_seconds, sleep, clock, log
             )
             if not problems:
                 log(f"{region}: stable; watching {', '.join(wave.alarms)} for {bake_minutes:g} min")
                 problems = bake(
-                    partial(alarms, region, wave.alarms),
+                    partial(alarms, wave.region, wave.alarms),
                     wave.alarms,
                     bake_minutes,
                     poll_seconds,
@@ -307,7 +324,10 @@ def run_waves(
 def _stack_names(settings: Settings) -> StackNames:
     from stacks.props import global_stack_name, stack_name  # imports aws-cdk-lib: only when deploying
 
-    return StackNames(global_stack_name(settings), {r: stack_name(settings, r) for r in settings.regions})
+    return StackNames(
+        global_stack_name(settings),
+        {cell.name: stack_name(settings, cell.region, cell.index) for cell in settings.all_cells},
+    )
 
 
 def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] | None = None) -> int:

@@ -20,7 +20,7 @@ from ops.routing_replay import replay
 from ops.routing_scenario import Minute, Scenario, drains, load_scenario
 from orchestrator.routing.policy import PolicyParams, Status
 from settings.loader import ConfigError, load_settings
-from stacks.routing_names import policy_params
+from stacks.routing_names import policy_params, routing_targets
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -197,7 +197,7 @@ def main(argv: list[str]) -> int:
     try:
         settings = load_settings(args.config)
         params = policy_params(settings)
-        scenario = load_scenario(args.scenario, settings.regions, args.config)
+        scenario = load_scenario(args.scenario, routing_targets(settings), args.config)
     except ConfigError as error:
         print(f"error:\n{error}", file=sys.stderr)
         return 1

@@ -20,6 +20,7 @@ from typing import Any
 from ops.credentials import has_credentials, no_credentials_message
 
 PROJECT_TAG = "project"
+CELL_TAG = "cell"  # on every resource of a cell's stack, in a region of several cells
 PROTECTION_BATCH = 50  # SetInstanceProtection takes at most 50 instance ids per call
 
 
@@ -52,12 +53,14 @@ def has_tag(tags: Iterable[dict[str, str]], key: str, value: str) -> bool:
     )
 
 
-def project_clusters(ecs: Any, project: str) -> list[str]:
+def project_clusters(ecs: Any, project: str, cell: str | None = None) -> list[str]:
+    """The project's clusters in the client's region; with `cell`, only that cell's (tagged `cell`)."""
     arns = [arn for page in ecs.get_paginator("list_clusters").paginate() for arn in page["clusterArns"]]
     clusters = []
     for chunk in batches(arns, 100):
         for cluster in ecs.describe_clusters(clusters=list(chunk), include=["TAGS"])["clusters"]:
-            if has_tag(cluster.get("tags", []), PROJECT_TAG, project):
+            tags = cluster.get("tags", [])
+            if has_tag(tags, PROJECT_TAG, project) and (cell is None or has_tag(tags, CELL_TAG, cell)):
                 clusters.append(cluster["clusterName"])
     return clusters
 

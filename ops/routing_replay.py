@@ -9,19 +9,31 @@ missing minute, a region without hosts or a drain alarm reaches the policy exact
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ops.routing_scenario import Minute, MinuteOfRegion, Scenario
+from orchestrator.routing.cells import decide_cells
 from orchestrator.routing.config import OrchestratorConfig, RegionTarget
-from orchestrator.routing.policy import PolicyParams, RegionMemory, RegionSignals, decide
+from orchestrator.routing.policy import PolicyParams, RegionMemory, RegionSignals
 from orchestrator.routing.signals import PERIOD_SECONDS, minute_to_read, read_signals
+from settings.cells import region_of
 
 # Any fixed start: the reader only needs each run's minute.
 FIRST_RUN = datetime(2027, 1, 1, tzinfo=UTC)
 NAMESPACE = "Rehearsal"
 MODEL = "rehearsal"
 REQUESTS_PER_MINUTE = 1000  # finished streams per minute behind each share (only the share is read)
+
+
+def groups_of(names: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Region -> its targets as a scenario names them: `us-east-1/1` and `us-east-1/2` are cells of
+    us-east-1, decided as the orchestrator decides cells; a plain region name is a one-cell region."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(region_of(name), []).append(name)
+    return {region: tuple(members) for region, members in groups.items()}
 
 
 def drain_alarm(region: str) -> str:
@@ -134,7 +146,7 @@ def replay(scenario: Scenario, params: PolicyParams, gauge_interval_seconds: int
             region.name: read_signals(cloudwatch[region.name], config, region, run_minute)
             for region in config.regions
         }
-        decision = decide(params, budget, weights, signals, memory)
+        decision = decide_cells(params, budget, weights, signals, memory, groups_of(scenario.regions))
         bad = frozenset(name for name, s in signals.items() if s is not None and s.problems(params))
         result.append(Minute(index, decision, bad))
         weights, memory = decision.weights, decision.memory

@@ -21,7 +21,7 @@ from orchestrator.routing.records import read_records
 from orchestrator.routing.state import parse_state
 from settings.loader import ConfigError, load_settings
 from settings.schema import Settings
-from stacks.routing_names import override_parameter, state_parameter
+from stacks.routing_names import override_parameter, routing_targets, state_parameter
 
 DEFAULT_CONFIG = "config/default.yaml"
 DEFAULT_PIN = "2h"
@@ -64,14 +64,15 @@ def build_override(
     regions stay pinned (the new weights win where both name a region) until the new expiry."""
     expires = now + parse_duration(duration)
     pins = parse_pins(items)
-    unknown = sorted(set(pins) - set(settings.regions))
+    targets = routing_targets(settings)
+    unknown = sorted(set(pins) - set(targets))
     if unknown:
-        raise OverrideError(f"unknown region {unknown[0]!r}; configured: {', '.join(settings.regions)}")
+        raise OverrideError(f"unknown region {unknown[0]!r}; configured: {', '.join(targets)}")
     if active is not None:
         pins = {**active.weights, **pins}
         reason = "; ".join(part for part in (active.reason, reason) if part)
     text = Override(pins, expires, reason).to_json()
-    override = parse_override(text, set(settings.regions))
+    override = parse_override(text, set(routing_targets(settings)))
     assert override is not None
     return override
 
@@ -85,7 +86,7 @@ def write_pin(
     parameter = _parameter_with_date(ssm, override_parameter(settings))
     if parameter is not None and not replace:
         try:
-            found = parse_override(parameter["Value"], set(settings.regions))
+            found = parse_override(parameter["Value"], set(routing_targets(settings)))
         except OverrideError:
             found = None  # unreadable: the orchestrator ignores it too
         if found is not None and found.weights and found.active(now, parameter.get("LastModifiedDate")):
@@ -123,10 +124,11 @@ def show(settings: Settings, client: ClientFactory, now: datetime) -> str:
     records = read_records(client("route53", home), settings.tls.hosted_zone_id, settings.tls.domain_name)
     total = sum(record.weight for record in records.values()) or 1
     lines = [f"{settings.tls.domain_name} (hosted zone {settings.tls.hosted_zone_id}):"]
-    for region, config in settings.regions.items():
+    targets = routing_targets(settings)
+    for region, initial_weight in targets.items():
         record = records.get(region)
         if record is None:
-            lines.append(f"  {region:<15} no record yet (configured initial weight {config.weight})")
+            lines.append(f"  {region:<15} no record yet (configured initial weight {initial_weight})")
         else:
             share = record.weight / total
             check = record.health_check_id or "none"
@@ -134,7 +136,7 @@ def show(settings: Settings, client: ClientFactory, now: datetime) -> str:
     run_state = parse_state(_parameter(ssm, state_parameter(settings)))
     after = settings.routing.remove_after_runs
     for region, record in records.items():
-        if region in settings.regions:
+        if region in targets:
             continue
         seen = run_state.removed.get(region, 0)
         share = record.weight / total
@@ -149,7 +151,7 @@ def show(settings: Settings, client: ClientFactory, now: datetime) -> str:
     parameter = _parameter_with_date(ssm, override_parameter(settings))
     raw = parameter["Value"] if parameter else None
     try:
-        override = parse_override(raw, set(settings.regions))
+        override = parse_override(raw, set(routing_targets(settings)))
     except OverrideError as error:
         lines.append(f"override: unreadable, ignored by the orchestrator: {error}")
         override = None

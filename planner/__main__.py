@@ -11,7 +11,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from planner.inputs import gather
-from planner.overlay import DEFAULT_PREWARM_MARGIN_MINUTES, base_reference, render, write_overlay
+from planner.overlay import (
+    DEFAULT_PREWARM_MARGIN_MINUTES,
+    base_reference,
+    cells_for,
+    render,
+    write_overlay,
+)
 from planner.plan import Knees, PlanError, Search, plan_event
 from planner.prices import SHIPPED as SHIPPED_PRICES
 from planner.report import case_study_lines, fleet_table, notes, region_table
@@ -116,6 +122,7 @@ def main(argv: list[str]) -> int:
         args.prewarm_margin,
         written_by,
         made_from,
+        cells_for(plans, inputs.settings),
     )
     if args.dry_run:
         console.print(text, markup=False, highlight=False)

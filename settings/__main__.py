@@ -34,7 +34,8 @@ def main(argv: list[str]) -> int:
             f"zones {', '.join(loaded.settings.availability_zones(name))}; "
             f"NAT gateways {loaded.settings.nat_gateways(name)}"
         )
-        print(f"{args.config}: {name} weight {region.weight}: {fleets}; {network}")
+        cells = f" in {region.cells} cells" if region.cells > 1 else ""
+        print(f"{args.config}: {name} weight {region.weight}{cells}: {fleets}; {network}")
     budget = loaded.settings.serving.cold_start_budget_seconds
     for event in loaded.settings.events:
         hosts = "; ".join(

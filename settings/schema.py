@@ -31,6 +31,7 @@ from settings.aws_limits import (
     ECS_INSTANCES_PER_CLUSTER,
     INSTANCE_WARMUP_MAX,
 )
+from settings.cells import Cell, cells_needed, split_hosts
 from settings.instances import INSTANCES, InstanceFacts, NeuronFamily, capacity_block_types
 from settings.regions import KNOWN_REGIONS
 from settings.rollout import surge_hosts
@@ -271,6 +272,9 @@ class RegionConfig(StrictModel):
     # one region's S3 or ECR trouble does not stop the others from scaling out.
     artifacts_s3_uri: S3Uri | None = None
     image_uris: ImageUris = Field(default_factory=dict)
+    # Independent serving units in the region (README, "Cells"): each its own stack with an ALB, ECS
+    # cluster, fleets and alarms; every fleet's min and max are split across them.
+    cells: Annotated[int, Field(ge=1, le=20)] = 1
 
     @field_validator("fleets")
     @classmethod
@@ -638,6 +642,9 @@ class Settings(StrictModel):
     load_balancer: LoadBalancerConfig = LoadBalancerConfig()
     operations: OperationsConfig = OperationsConfig()
     deploy: DeployConfig = DeployConfig()
+    # Most hosts one cell may run at its fleets' max (events included); 400 hosts plus the default 25% deploy
+    # surge are 500 tasks, 1,000 targets: the default ALB quota (README, "Cells").
+    cell_max_hosts: PositiveInt = 400
     regions: Annotated[dict[RegionName, RegionConfig], Field(min_length=1)]
     events: list[EventConfig] = Field(default_factory=list)
 
@@ -695,6 +702,7 @@ class Settings(StrictModel):
                 if strays:
                     raise ValueError(f"regions.{name}.availability_zones {strays} are not zones of {name}")
         problems = [
+            *self._cell_problems(),
             *self._capacity_block_zone_problems(),
             *self._event_problems(),
             *self._network_problems(),
@@ -702,6 +710,52 @@ class Settings(StrictModel):
         if problems:
             raise _at(problems, type(self).__name__)
         return self
+
+    def _cell_problems(self) -> list[tuple[KeyPath, str]]:
+        """Every cell runs every fleet of its region, with at least one host at the fleet's max, and no cell
+        runs more than cell_max_hosts at its fleets' max or an event's."""
+        problems: list[tuple[KeyPath, str]] = []
+        for name, region in self.regions.items():
+            for index, fleet in enumerate(region.fleets):
+                if fleet.max < region.cells:
+                    problems.append(
+                        (
+                            ("regions", name, "fleets", index, "max"),
+                            f"max {fleet.max} is below the region's {region.cells} cells: every cell runs "
+                            "every fleet and needs at least one host at its max",
+                        )
+                    )
+            for index, event in enumerate(self.events):
+                for instance_type, bounds in event.regions.get(name, {}).items():
+                    if bounds.max < region.cells:
+                        problems.append(
+                            (
+                                ("events", index, "regions", name, instance_type, "max"),
+                                f"max {bounds.max} is below {name}'s {region.cells} cells: every cell runs "
+                                "every fleet and needs at least one host at its max",
+                            )
+                        )
+            scopes: list[tuple[KeyPath, EventConfig | None]] = [(("regions", name, "cells"), None)]
+            scopes += [
+                (("events", index, "regions", name), event)
+                for index, event in enumerate(self.events)
+                if name in event.regions
+            ]
+            for where, event in scopes:
+                hosts = sum(self.region_max_hosts(name, event))
+                needed = cells_needed(hosts, self.cell_max_hosts)
+                if needed > region.cells:
+                    when = f"during event {event.name!r}" if event else "at the fleets' max"
+                    busiest = split_hosts(hosts, region.cells)[0]
+                    problems.append(
+                        (
+                            where,
+                            f"{when}, {name} runs up to {hosts} hosts: {busiest} in its busiest of "
+                            f"{region.cells} cell(s), above cell_max_hosts {self.cell_max_hosts}; set "
+                            f"regions.{name}.cells to at least {needed}",
+                        )
+                    )
+        return problems
 
     def _network_problems(self) -> list[tuple[KeyPath, str]]:
         """NAT gateways beyond the zones defaults resolve to, and images a region without NAT cannot pull."""
@@ -889,9 +943,12 @@ class Settings(StrictModel):
         return found
 
     def _scale_problems(self, region: str, event: EventConfig | None, when: str) -> list[str]:
-        hosts = self.peak_hosts(region, event)
+        # Cell 1 takes the remainder of every split, so it is the busiest cell.
+        hosts = self.peak_hosts(region, event, cell=1)
         targets = hosts * ALB_TARGETS_PER_TASK
-        head = f"{when}, {region} may run {hosts} hosts (max plus deploy surge), one task each"
+        busiest = self.cell(region, 1)
+        who = region if busiest.count == 1 else f"each cell of {region} (cell {busiest.name} the busiest)"
+        head = f"{when}, {who} may run {hosts} hosts (max plus deploy surge), one task each"
         problems = []
         if targets > ALB_TARGETS_PER_LOAD_BALANCER:
             problems.append(
@@ -911,15 +968,50 @@ class Settings(StrictModel):
             )
         return problems
 
-    def peak_hosts(self, region: str, event: EventConfig | None = None) -> int:
-        """Hosts the region's fleets may run at once: each fleet's maximum (the event's where it names the
-        fleet) plus the hosts a rolling deploy may start above it."""
+    def peak_hosts(self, region: str, event: EventConfig | None = None, cell: int = 1) -> int:
+        """Hosts one cell of the region (the region itself when it is one cell) may run at once: each
+        fleet's maximum (the event's where it names the fleet) plus the hosts a rolling deploy may start
+        above it."""
         percent = self.serving.deployment.max_surge_percent
         total = 0
         for fleet in self.regions[region].fleets:
-            high = self.event_bounds(event, region, fleet)[1] if event else fleet.max
+            high = self.cell_bounds(self.cell(region, cell), fleet, event)[1]
             total += high + surge_hosts(high, percent)
         return total
+
+    def region_max_hosts(self, region: str, event: EventConfig | None = None) -> list[int]:
+        """Each fleet's maximum in the region, the event's where it names the fleet (no surge)."""
+        return [
+            self.event_bounds(event, region, fleet)[1] if event else fleet.max
+            for fleet in self.regions[region].fleets
+        ]
+
+    def cells(self, region: str) -> tuple[Cell, ...]:
+        count = self.regions[region].cells
+        return tuple(Cell(region, index, count) for index in range(1, count + 1))
+
+    def cell(self, region: str, index: int) -> Cell:
+        return Cell(region, index, self.regions[region].cells)
+
+    @property
+    def all_cells(self) -> tuple[Cell, ...]:
+        """Every cell of every region, in config order: what routing weighs and deploy waves go through."""
+        return tuple(cell for region in self.regions for cell in self.cells(region))
+
+    def cell_bounds(
+        self, cell: Cell, fleet: FleetConfig, event: EventConfig | None = None
+    ) -> tuple[int, int]:
+        """(min, max) hosts of a fleet in one cell: the region's bounds (the event's while it holds) split
+        across the region's cells."""
+        low, high = self.event_bounds(event, cell.region, fleet) if event else (fleet.min, fleet.max)
+        position = cell.index - 1
+        return split_hosts(low, cell.count)[position], split_hosts(high, cell.count)[position]
+
+    def cell_metrics_namespace(self, cell: Cell) -> str:
+        """Where a cell's containers publish: the configured namespace for a one-cell region, a namespace
+        per cell otherwise, so each cell's scaling, alarms and routing signals read only its own hosts."""
+        base = self.observability.metrics_namespace
+        return base if cell.count == 1 else f"{base}/cell{cell.index}"
 
     def event_bounds(self, event: EventConfig, region: str, fleet: FleetConfig) -> tuple[int, int]:
         """(min, max) hosts of a fleet while the event's bounds hold: the event's, or the fleet's own."""
@@ -931,9 +1023,11 @@ class Settings(StrictModel):
         """Where the global routing stack and its orchestrator live."""
         return self.routing.orchestrator_region or next(iter(self.regions))
 
-    def min_healthy_hosts(self, region: str) -> int:
-        """Healthy hosts below which a region is failed out of DNS and drained by the orchestrator."""
-        minimum = sum(fleet.min for fleet in self.regions[region].fleets)
+    def min_healthy_hosts(self, region: str, cell: int = 1) -> int:
+        """Healthy hosts below which a cell (the region, when it is one cell) is failed out of DNS and
+        drained by the orchestrator."""
+        this = self.cell(region, cell)
+        minimum = sum(self.cell_bounds(this, fleet)[0] for fleet in self.regions[region].fleets)
         return max(1, math.ceil(self.routing.min_healthy_host_share * minimum))
 
     def availability_zones(self, region: str) -> list[str]:

@@ -27,6 +27,7 @@ from cdk_constructs.observability import ObservabilityProps
 from cdk_constructs.routing_endpoint import RoutingEndpointProps
 from cdk_constructs.traffic_orchestrator import OrchestratorProps, RegionReads
 from cdk_constructs.web_acl import WebAclProps
+from settings.cells import Cell, split_hosts
 from settings.schema import FleetConfig, Settings, s3_bucket, s3_prefix
 from stacks import routing_names
 
@@ -81,11 +82,12 @@ def cluster_props(settings: Settings) -> ClusterProps:
     return ClusterProps(ecs_exec=settings.operations.ecs_exec)
 
 
-def host_sessions_props(settings: Settings, region: str) -> HostSessionsProps | None:
+def host_sessions_props(settings: Settings, region: str, cell: int = 1) -> HostSessionsProps | None:
     """None while Session Manager is off: no session document, no agent permissions on the hosts."""
     if not settings.operations.session_manager:
         return None
-    return HostSessionsProps(document_name=f"{settings.project}-{region}-host-session")
+    slug = settings.cell(region, cell).slug
+    return HostSessionsProps(document_name=f"{settings.project}-{slug}-host-session")
 
 
 def model_store_props(settings: Settings, region: str) -> ModelStoreProps:
@@ -94,12 +96,12 @@ def model_store_props(settings: Settings, region: str) -> ModelStoreProps:
     return ModelStoreProps(bucket=s3_bucket(uri), prefix=s3_prefix(uri))
 
 
-def web_acl_props(settings: Settings, region: str) -> WebAclProps | None:
+def web_acl_props(settings: Settings, region: str, cell: int = 1) -> WebAclProps | None:
     waf = settings.load_balancer.waf
     if not waf.enabled:
         return None
     return WebAclProps(
-        name=f"{settings.project}-{region}",
+        name=f"{settings.project}-{settings.cell(region, cell).slug}",
         rate_limit_per_ip=waf.rate_limit_per_ip,
         rate_limit_window_seconds=waf.rate_limit_window_seconds,
         rate_limit_key=waf.rate_limit_key,
@@ -108,7 +110,7 @@ def web_acl_props(settings: Settings, region: str) -> WebAclProps | None:
     )
 
 
-def load_balancer_props(settings: Settings, region: str) -> LoadBalancerProps:
+def load_balancer_props(settings: Settings, region: str, cell: int = 1) -> LoadBalancerProps:
     arn = settings.regions[region].certificate_arn
     certificate: CertificateFromArn | CertificateFromDns = (
         CertificateFromArn(arn)
@@ -127,7 +129,7 @@ def load_balancer_props(settings: Settings, region: str) -> LoadBalancerProps:
         idle_timeout_seconds=longest,
         deregistration_delay_seconds=longest,
         deletion_protection=settings.load_balancer.deletion_protection,
-        web_acl=web_acl_props(settings, region),
+        web_acl=web_acl_props(settings, region, cell),
     )
 
 
@@ -180,7 +182,9 @@ class FleetSchedule:
     event_bounds_at_deploy: tuple[int, int] | None = None
 
 
-def fleet_schedule(settings: Settings, region: str, fleet: FleetConfig, now: datetime) -> FleetSchedule:
+def fleet_schedule(
+    settings: Settings, region: str, fleet: FleetConfig, now: datetime, cell: int = 1
+) -> FleetSchedule:
     """Each event on this fleet raises its bounds at the event's ramp start (start minus the cold-start
     budget and margin), restores the fleet's own minimum at its end, and lowers the maximum to the fleet's
     own `scale_in_after_minutes` later: Application Auto Scaling scales in to a lowered maximum at once, so
@@ -189,7 +193,8 @@ def fleet_schedule(settings: Settings, region: str, fleet: FleetConfig, now: dat
 
     An event whose maximums are already down is left out (a warning in the settings); one under way when the
     stack deploys holds the bounds in force at that moment from the start, so a redeploy mid-event never
-    drops the raised floor, and only its remaining changes are scheduled."""
+    drops the raised floor, and only its remaining changes are scheduled. Every bound is the cell's share of
+    the region's (the region's own for a one-cell region)."""
     budget = settings.serving.cold_start_budget_seconds
     under_way: tuple[int, int] | None = None
     changes: list[ScheduledBounds] = []
@@ -197,30 +202,35 @@ def fleet_schedule(settings: Settings, region: str, fleet: FleetConfig, now: dat
     for event in sorted(events, key=lambda event: event.start):
         if event.scale_in_at <= now:
             continue
-        hosts = event.regions[region][fleet.instance_type]
+        hosts = settings.cell_bounds(settings.cell(region, cell), fleet, event)
+        own = settings.cell_bounds(settings.cell(region, cell), fleet)
         ramp_start = event.ramp_start(budget)
         # Between the end and the scale-in: the fleet's own floor, the larger of the two ceilings (raising a
         # maximum at the end is never a cut).
-        after_end = (fleet.min, max(hosts.max, fleet.max))
+        after_end = (own[0], max(hosts[1], own[1]))
         if event.end <= now:
             under_way = after_end
         else:
             if ramp_start <= now:
-                under_way = (hosts.min, hosts.max)
+                under_way = hosts
             else:
-                changes.append(
-                    ScheduledBounds(f"{event.name}-raise", ramp_start.astimezone(UTC), hosts.min, hosts.max)
-                )
+                changes.append(ScheduledBounds(f"{event.name}-raise", ramp_start.astimezone(UTC), *hosts))
             changes.append(ScheduledBounds(f"{event.name}-restore", event.end.astimezone(UTC), *after_end))
-        changes.append(
-            ScheduledBounds(f"{event.name}-scale-in", event.scale_in_at.astimezone(UTC), fleet.min, fleet.max)
-        )
+        changes.append(ScheduledBounds(f"{event.name}-scale-in", event.scale_in_at.astimezone(UTC), *own))
     return FleetSchedule(tuple(changes), under_way)
 
 
-def warm_pool_props(fleet: FleetConfig) -> WarmPoolProps | None:
+def warm_pool_props(fleet: FleetConfig, cell: Cell | None = None) -> WarmPoolProps | None:
+    """The fleet's pool, or a cell's share of it: the pool's sizes count the region's hosts, as its
+    bounds do."""
     pool = fleet.warm_pool
-    return WarmPoolProps(pool.min_size, pool.max_prepared) if pool else None
+    if pool is None:
+        return None
+    if cell is None or cell.count == 1:
+        return WarmPoolProps(pool.min_size, pool.max_prepared)
+    share = cell.index - 1
+    prepared = None if pool.max_prepared is None else split_hosts(pool.max_prepared, cell.count)[share]
+    return WarmPoolProps(split_hosts(pool.min_size, cell.count)[share], prepared or None)
 
 
 def capacity_reservation_props(fleet: FleetConfig) -> CapacityReservationProps | None:
@@ -250,22 +260,23 @@ def target_requests_in_flight(settings: Settings, fleet: FleetConfig) -> float:
 
 
 def fleet_props(
-    settings: Settings, region: str, fleet: FleetConfig, now: datetime | None = None
+    settings: Settings, region: str, fleet: FleetConfig, now: datetime | None = None, cell: int = 1
 ) -> FleetProps:
     serving = settings.serving
-    schedule = fleet_schedule(settings, region, fleet, now or datetime.now(UTC))
+    schedule = fleet_schedule(settings, region, fleet, now or datetime.now(UTC), cell)
+    min_hosts, max_hosts = settings.cell_bounds(settings.cell(region, cell), fleet)
     return FleetProps(
         instance=fleet.instance,
         offered_in_region=fleet.instance.offered_in(region),
         availability_zones=tuple(settings.fleet_availability_zones(region, fleet)),
         tensor_parallel=fleet.tensor_parallel,
-        min_hosts=fleet.min,
-        max_hosts=fleet.max,
+        min_hosts=min_hosts,
+        max_hosts=max_hosts,
         max_surge_percent=serving.deployment.max_surge_percent,
         ami_parameter_name=neuron_ami_parameter(settings.container.neuron_ami_release),
         scheduled_bounds=schedule.changes,
         event_bounds_at_deploy=schedule.event_bounds_at_deploy,
-        warm_pool=warm_pool_props(fleet),
+        warm_pool=warm_pool_props(fleet, settings.cell(region, cell)),
         capacity_reservation=capacity_reservation_props(fleet),
         capacity_block=capacity_block_props(fleet),
         data_volume_gib=fleet.data_volume_gib,
@@ -277,19 +288,20 @@ def fleet_props(
         instance_warmup_seconds=serving.instance_warmup_seconds,
         environment=engine_environment(settings, region) + fleet_environment(fleet),
         target_requests_in_flight=target_requests_in_flight(settings, fleet),
-        metrics_namespace=settings.observability.metrics_namespace,
+        metrics_namespace=settings.cell_metrics_namespace(settings.cell(region, cell)),
         model_name=settings.model.name,
         session_manager=settings.operations.session_manager,
         ecs_exec=settings.operations.ecs_exec,
     )
 
 
-def observability_props(settings: Settings, region: str) -> ObservabilityProps:
+def observability_props(settings: Settings, region: str, cell: int = 1) -> ObservabilityProps:
+    this = settings.cell(region, cell)
     return ObservabilityProps(
-        dashboard_name=f"{settings.project}-{region}",
-        degraded_alarm_name=degraded_alarm_name(settings, region),
-        unfit_alarm_name=unfit_alarm_name(settings, region),
-        metrics_namespace=settings.observability.metrics_namespace,
+        dashboard_name=f"{settings.project}-{this.slug}",
+        degraded_alarm_name=degraded_alarm_name(settings, region, cell),
+        unfit_alarm_name=unfit_alarm_name(settings, region, cell),
+        metrics_namespace=settings.cell_metrics_namespace(this),
         model_name=settings.model.name,
         ttft_p99_threshold_ms=settings.observability.ttft_p99_threshold_ms,
         # The orchestrator's own bar for failed requests, held as long as it waits before draining.
@@ -312,13 +324,13 @@ def orchestrator_props(settings: Settings) -> OrchestratorProps:
         record_name=settings.tls.domain_name,
         reads=tuple(
             RegionReads(
-                region=region,
+                region=cell.region,
                 parameters=(
-                    routing_names.endpoint_parameter(settings, region),
-                    routing_names.health_check_parameter(settings, region),
+                    routing_names.endpoint_parameter(settings, cell.region, cell.index),
+                    routing_names.health_check_parameter(settings, cell.region, cell.index),
                 ),
             )
-            for region in settings.regions
+            for cell in settings.all_cells
         ),
         state_parameter=routing_names.state_parameter(settings),
         override_parameter=routing_names.override_parameter(settings),
@@ -335,23 +347,35 @@ def fleet_dashboard_props(settings: Settings) -> FleetDashboardProps:
         model_name=settings.model.name,
         routing_metrics_namespace=routing_names.routing_metrics_namespace(settings),
         ttft_p99_threshold_ms=settings.observability.ttft_p99_threshold_ms,
+        # One line per cell: a one-cell region is drawn as the region, as before cells.
         regions=tuple(
-            RegionFleets(region, tuple(fleet.instance_type for fleet in config.fleets))
-            for region, config in settings.regions.items()
+            RegionFleets(
+                cell.region,
+                tuple(fleet.instance_type for fleet in settings.regions[cell.region].fleets),
+                **(
+                    {}
+                    if cell.count == 1
+                    else {"label": cell.name, "metrics_namespace": settings.cell_metrics_namespace(cell)}
+                ),
+            )
+            for cell in settings.all_cells
         ),
     )
 
 
-def routing_endpoint_props(settings: Settings, region: str) -> RoutingEndpointProps:
+def routing_endpoint_props(settings: Settings, region: str, cell: int = 1) -> RoutingEndpointProps:
+    """A cell's own alarms and health checks: its weighted record fails out alone."""
     routing = settings.routing
+    this = settings.cell(region, cell)
     return RoutingEndpointProps(
-        alarm_name_prefix=f"{settings.project}-{region}-routing",
-        endpoint_parameter=routing_names.endpoint_parameter(settings, region),
-        health_check_parameter=routing_names.health_check_parameter(settings, region),
-        metrics_namespace=settings.observability.metrics_namespace,
+        alarm_name_prefix=f"{settings.project}-{this.slug}-routing",
+        endpoint_parameter=routing_names.endpoint_parameter(settings, region, cell),
+        health_check_parameter=routing_names.health_check_parameter(settings, region, cell),
+        metrics_namespace=settings.cell_metrics_namespace(this),
         model_name=settings.model.name,
         slow_first_token_share=routing.slow_first_token_share,
         error_share=routing.error_share,
-        min_healthy_hosts=settings.min_healthy_hosts(region),
+        min_healthy_hosts=settings.min_healthy_hosts(region, cell),
+        label="" if this.count == 1 else this.name,
         evaluation_minutes=routing.bad_runs_to_drain,
     )

@@ -20,15 +20,19 @@ from stacks import props
 
 
 class RegionalServing(Stack):
-    def __init__(self, scope: Construct, id: str, *, settings: Settings, region: str) -> None:
+    def __init__(self, scope: Construct, id: str, *, settings: Settings, region: str, cell: int = 1) -> None:
+        this = settings.cell(region, cell)
+        where = region if this.count == 1 else f"{region}, cell {cell} of {this.count}"
         super().__init__(
             scope,
             id,
             env=Environment(account=settings.account, region=region),
-            description=f"{settings.project}: LLM serving on Inferentia2/Trainium in {region}",
+            description=f"{settings.project}: LLM serving on Inferentia2/Trainium in {where}",
         )
         Tags.of(self).add("project", settings.project)
         Tags.of(self).add("region", region)
+        if this.count > 1:
+            Tags.of(self).add("cell", this.name)
 
         logs = EncryptedLogs(self, "Logs", props=props.log_props(settings))
         network = ServingNetwork(self, "Network", props=props.network_props(settings, region), logs=logs)
@@ -39,7 +43,7 @@ class RegionalServing(Stack):
         load_balancer = ServingLoadBalancer(
             self,
             "LoadBalancer",
-            props=props.load_balancer_props(settings, region),
+            props=props.load_balancer_props(settings, region, cell),
             vpc=network.vpc,
             logs=logs,
         )
@@ -51,7 +55,7 @@ class RegionalServing(Stack):
         self.routing = RoutingEndpoint(
             self,
             "RoutingEndpoint",
-            props=props.routing_endpoint_props(settings, region),
+            props=props.routing_endpoint_props(settings, region, cell),
             load_balancer=load_balancer.alb,
             target_group=load_balancer.http_targets,
         )
@@ -59,7 +63,7 @@ class RegionalServing(Stack):
             NeuronFleet(
                 self,
                 f"Fleet-{fleet.instance_type}",
-                props=props.fleet_props(settings, region, fleet),
+                props=props.fleet_props(settings, region, fleet, cell=cell),
                 cluster=cluster,
                 targets=targets,
                 task_role=model_store.task_role,
@@ -68,7 +72,7 @@ class RegionalServing(Stack):
             )
             for fleet in settings.regions[region].fleets
         ]
-        sessions_props = props.host_sessions_props(settings, region)
+        sessions_props = props.host_sessions_props(settings, region, cell)
         if sessions_props:
             sessions = HostSessions(self, "HostSessions", props=sessions_props, logs=logs)
             for fleet in self.fleets:
@@ -76,7 +80,7 @@ class RegionalServing(Stack):
         self.observability = ServingObservability(
             self,
             "Observability",
-            props=props.observability_props(settings, region),
+            props=props.observability_props(settings, region, cell),
             logs=logs,
             load_balancer=load_balancer.alb,
             target_groups=[load_balancer.http_targets, load_balancer.grpc_targets],

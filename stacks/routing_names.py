@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from orchestrator.routing.config import OrchestratorConfig, RegionTarget
 from orchestrator.routing.policy import PolicyParams
+from settings.cells import Cell, split_hosts
 from settings.schema import Settings
 
 # Powertools for AWS Lambda on the orchestrator: the public layer of the version the tests run
@@ -15,9 +16,10 @@ POWERTOOLS_VERSION = "3.37.0"
 POWERTOOLS_RUNTIME = "python3.14"
 
 
-def stack_name(settings: Settings, region: str) -> str:
-    """A region's serving stack (and its template in the cloud assembly, <name>.template.json)."""
-    return f"{settings.project}-{region}"
+def stack_name(settings: Settings, region: str, cell: int = 1) -> str:
+    """A cell's serving stack (and its template in the cloud assembly, <name>.template.json). A region's
+    first cell keeps the region's name, so a region grown to more cells adds stacks and replaces none."""
+    return f"{settings.project}-{region}{settings.cell(region, cell).suffix}"
 
 
 def powertools_layer_parameter(version: str = POWERTOOLS_VERSION) -> str:
@@ -25,26 +27,31 @@ def powertools_layer_parameter(version: str = POWERTOOLS_VERSION) -> str:
     return f"/aws/service/powertools/python/x86_64/{POWERTOOLS_RUNTIME}/{version}"
 
 
-def degraded_alarm_name(settings: Settings, region: str) -> str:
+def degraded_alarm_name(settings: Settings, region: str, cell: int = 1) -> str:
     """Every alarm of the region, for paging (one host's fault included): not what routing drains on."""
-    return f"{settings.project}-{region}-region-degraded"
+    return f"{settings.project}-{settings.cell(region, cell).slug}-region-degraded"
 
 
-def unfit_alarm_name(settings: Settings, region: str) -> str:
-    """The region-wide serving signals only: what the orchestrator drains a region on, and what a wave deploy
-    watches with the degraded one. Known from config alone, so routing can name it without a cross-region
-    reference."""
-    return f"{settings.project}-{region}-region-unfit"
+def unfit_alarm_name(settings: Settings, region: str, cell: int = 1) -> str:
+    """The region-wide serving signals only: what the orchestrator drains a region on, and what a wave
+    deploy watches with the degraded one. Known from config alone, so routing can name it without a
+    cross-region reference."""
+    return f"{settings.project}-{settings.cell(region, cell).slug}-region-unfit"
 
 
-def endpoint_parameter(settings: Settings, region: str) -> str:
-    """The ALB a region serves from, as JSON, written by that region's stack (in that region)."""
-    return f"/{settings.project}/{region}/serving-endpoint"
+def _cell_path(settings: Settings, region: str, cell: int) -> str:
+    this = settings.cell(region, cell)
+    return f"/{settings.project}/{region}" + ("" if this.count == 1 else f"/cell{cell}")
 
 
-def health_check_parameter(settings: Settings, region: str) -> str:
-    """The id of the region's calculated Route 53 health check, written by that region's stack."""
-    return f"/{settings.project}/{region}/routing-health-check"
+def endpoint_parameter(settings: Settings, region: str, cell: int = 1) -> str:
+    """The ALB a cell serves from, as JSON, written by that cell's stack (in its region)."""
+    return f"{_cell_path(settings, region, cell)}/serving-endpoint"
+
+
+def health_check_parameter(settings: Settings, region: str, cell: int = 1) -> str:
+    """The id of the cell's calculated Route 53 health check, written by that cell's stack."""
+    return f"{_cell_path(settings, region, cell)}/routing-health-check"
 
 
 def override_parameter(settings: Settings) -> str:
@@ -83,17 +90,38 @@ def orchestrator_config(settings: Settings) -> OrchestratorConfig:
         state_parameter=state_parameter(settings),
         override_parameter=override_parameter(settings),
         policy=policy_params(settings),
+        # One target (one weighted record) per cell; a one-cell region is one target named for the region.
         regions=tuple(
             RegionTarget(
-                name=region,
-                initial_weight=config.weight,
-                min_hosts=settings.min_healthy_hosts(region),
-                endpoint_parameter=endpoint_parameter(settings, region),
-                health_check_parameter=health_check_parameter(settings, region),
+                name=cell.name,
+                initial_weight=cell_weights(settings.regions[cell.region].weight, cell.count)[cell.index - 1],
+                min_hosts=settings.min_healthy_hosts(cell.region, cell.index),
+                endpoint_parameter=endpoint_parameter(settings, cell.region, cell.index),
+                health_check_parameter=health_check_parameter(settings, cell.region, cell.index),
                 # The field keeps its name; it holds the alarm the orchestrator drains on: region-unfit.
-                degraded_alarm=unfit_alarm_name(settings, region),
+                degraded_alarm=unfit_alarm_name(settings, cell.region, cell.index),
+                **_cell_fields(settings, cell),
             )
-            for region, config in settings.regions.items()
+            for cell in settings.all_cells
         ),
         remove_after_runs=settings.routing.remove_after_runs,
     )
+
+
+def _cell_fields(settings: Settings, cell: Cell) -> dict[str, str]:
+    """What a target of a region of several cells adds: its AWS region and its metrics namespace."""
+    if cell.count == 1:
+        return {}
+    return {"aws_region": cell.region, "metrics_namespace": settings.cell_metrics_namespace(cell)}
+
+
+def cell_weights(region_weight: int, cells: int) -> tuple[int, ...]:
+    """A region's configured weight over its cells' records at first: as evenly as whole weights allow
+    (the orchestrator then splits it by spare slots)."""
+    return split_hosts(region_weight, cells)
+
+
+def routing_targets(settings: Settings) -> dict[str, int]:
+    """Every weighted record's set identifier -> its initial weight: a region, or each cell of a region of
+    several (`us-east-1/2`). What pins and rehearsal scenarios may name."""
+    return {target.name: target.initial_weight for target in orchestrator_config(settings).regions}

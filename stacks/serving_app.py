@@ -29,8 +29,15 @@ def app_context(settings: Settings) -> dict[str, Any]:
 
 def build_app(settings: Settings, *, outdir: str | None = None, nag: bool = True) -> App:
     app = App(context=app_context(settings), outdir=outdir)
-    for region in settings.regions:
-        RegionalServing(app, stack_name(settings, region), settings=settings, region=region)
+    # A stack per cell: each cell deploys (and fails) on its own.
+    for cell in settings.all_cells:
+        RegionalServing(
+            app,
+            stack_name(settings, cell.region, cell.index),
+            settings=settings,
+            region=cell.region,
+            cell=cell.index,
+        )
     GlobalRouting(app, global_stack_name(settings), settings=settings)
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))

@@ -20,6 +20,20 @@ class RegionTarget:
     endpoint_parameter: str  # /<project>/<region>/serving-endpoint (written by the regional stack)
     health_check_parameter: str  # the id of the region's calculated Route 53 health check
     degraded_alarm: str  # the alarm the orchestrator drains on, whatever the regional stack names it
+    # A cell of a region of several (name `us-east-1/2`): the AWS region its APIs are in and the namespace
+    # its hosts publish to. Empty for a one-cell region, whose name is its AWS region and which publishes to
+    # the config's namespace.
+    aws_region: str = ""
+    metrics_namespace: str = ""
+
+    @property
+    def client_region(self) -> str:
+        return self.aws_region or self.name
+
+    @property
+    def group(self) -> str:
+        """The region a target belongs to: itself, or the region of a cell."""
+        return self.aws_region or self.name
 
 
 @dataclass(frozen=True)
@@ -44,6 +58,17 @@ class OrchestratorConfig:
     def region_names(self) -> set[str]:
         return {region.name for region in self.regions}
 
+    @property
+    def cells_by_region(self) -> dict[str, tuple[str, ...]]:
+        """Region -> the names of its targets (one for a one-cell region, one per cell otherwise)."""
+        groups: dict[str, list[str]] = {}
+        for region in self.regions:
+            groups.setdefault(region.group, []).append(region.name)
+        return {group: tuple(names) for group, names in groups.items()}
+
+    def namespace_of(self, region: RegionTarget) -> str:
+        return region.metrics_namespace or self.metrics_namespace
+
     def to_json(self) -> str:
         data: dict[str, Any] = {
             key: getattr(self, key)
@@ -59,7 +84,8 @@ class OrchestratorConfig:
             )
         }
         data["policy"] = vars(self.policy)
-        data["regions"] = [vars(region) for region in self.regions]
+        # Cell fields only where set, so a config without cells hands the Lambda the same JSON as before.
+        data["regions"] = [{k: v for k, v in vars(region).items() if v != ""} for region in self.regions]
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 

@@ -30,9 +30,10 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from . import records
+from .cells import decide_cells
 from .config import ENVIRONMENT_VARIABLE, OrchestratorConfig, RegionTarget, parse_config
 from .override import Override, OverrideError, parse_override
-from .policy import Decision, RegionSignals, decide
+from .policy import Decision, RegionSignals
 from .signals import Endpoint, SignalReadError, read_endpoint, read_signals
 from .state import RunState, parse_state
 
@@ -113,7 +114,10 @@ def read_regions(
     minute has missing metrics this run (it holds); the others are still decided."""
     # Clients are made here, in one thread: creating boto3 clients is not thread-safe, using them is.
     clients = {
-        region.name: (client("ssm", region.name), client("cloudwatch", region.name) if with_signals else None)
+        region.name: (
+            client("ssm", region.client_region),
+            client("cloudwatch", region.client_region) if with_signals else None,
+        )
         for region in config.regions
     }
     endpoints: dict[str, Endpoint | None] = {region.name: None for region in config.regions}
@@ -192,12 +196,13 @@ def run(
         region.name: existing[region.name].weight if region.name in existing else region.initial_weight
         for region in config.regions
     }
-    decision = decide(
+    decision = decide_cells(
         config.policy,
         config.budget,
         current,
         signals,
         state.memory,
+        config.cells_by_region,
         pins=override.weights if override else None,
     )
     known["decided"] = decision.weights

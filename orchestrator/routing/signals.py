@@ -147,7 +147,8 @@ def read_signals(
     """The region's signals for the complete minute a run at `run_minute` reads, and its drain alarm
     (whatever name config gives it: the only alarm the orchestrator drains on)."""
     minute = minute_to_read(run_minute)
-    results = fetch_results(cloudwatch, metric_queries(config.metrics_namespace, config.model_name), minute)
+    namespace = config.namespace_of(region)
+    results = fetch_results(cloudwatch, metric_queries(namespace, config.model_name), minute)
     return region_signals(
         values_at(results, minute),
         min_hosts=region.min_hosts,

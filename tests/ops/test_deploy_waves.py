@@ -21,6 +21,7 @@ from ops.deploy_waves import (
     describe_plan,
     main,
     plan_waves,
+    region_services,
     run_waves,
     service_stability,
     stop_report,
@@ -380,3 +381,88 @@ def test_stop_report_when_nothing_was_deployed():
 
     report = stop_report(Outcome(stopped_at=waves[0], problems=["cdk deploy failed"]), waves, "c.yaml")
     assert "deployed with this change:\n  nothing" in report and "nothing to roll back" in report
+
+
+# ---- cells ------------------------------------------------------------------------------------------------
+
+CELLS_CONFIG = str(REPO / "config" / "prime-day.yaml")  # us-east-1 in two cells
+CELLS_SETTINGS = load_settings(CELLS_CONFIG)
+
+
+def serve_cell(session, cell: str, slug: str, *, degraded: str = "OK", running: bool = True) -> None:
+    """A deployed cell: its cluster tagged with the project and the cell, a service, its two alarms."""
+    region = cell.split("/")[0]
+    ecs = session.client("ecs", region_name=region)
+    cluster = f"{PROJECT}-{slug}"
+    ecs.create_cluster(
+        clusterName=cluster, tags=[{"key": "project", "value": PROJECT}, {"key": "cell", "value": cell}]
+    )
+    ecs.register_task_definition(
+        family="serving", containerDefinitions=[{"name": "serving", "image": "x", "memory": 512}]
+    )
+    ecs.create_service(cluster=cluster, serviceName="inf2", taskDefinition="serving", desiredCount=2)
+    cloudwatch = session.client("cloudwatch", region_name=region)
+    for suffix, state in (("region-unfit", "OK"), ("region-degraded", degraded)):
+        name = f"{PROJECT}-{slug}-{suffix}"
+        cloudwatch.put_metric_alarm(
+            AlarmName=name,
+            Namespace="LLMServing",
+            MetricName="HealthyHosts",
+            Statistic="Minimum",
+            Period=60,
+            EvaluationPeriods=1,
+            Threshold=1,
+            ComparisonOperator="LessThanThreshold",
+        )
+        cloudwatch.set_alarm_state(AlarmName=name, StateValue=state, StateReason=f"test: {state}")
+
+
+def test_waves_go_one_cell_at_a_time_each_watching_its_own_alarms():
+    names = StackNames(
+        GLOBAL_STACK,
+        {
+            "us-east-1/1": f"{PROJECT}-us-east-1",
+            "us-east-1/2": f"{PROJECT}-us-east-1-cell2",
+            "us-west-2": f"{PROJECT}-us-west-2",
+            "us-east-2": f"{PROJECT}-us-east-2",
+        },
+    )
+    waves = plan_waves(CELLS_SETTINGS, names)
+    assert [w.label for w in waves] == ["global", "us-east-1/1", "us-east-1/2", "us-west-2", "us-east-2"]
+    assert waves[2].alarms == (
+        f"{PROJECT}-us-east-1-cell2-region-unfit",
+        f"{PROJECT}-us-east-1-cell2-region-degraded",
+    )
+    assert waves[2].region == "us-east-1" and waves[2].target == "us-east-1/2"
+    assert "(us-east-1/2): deploy" in describe_plan(waves, 15)
+
+
+def test_an_alarm_in_the_second_cell_stops_the_wave_before_the_next_region(
+    aws, fake_cdk, tmp_path, capsys, monkeypatch
+):
+    stacks = [
+        GLOBAL_STACK,
+        f"{PROJECT}-us-east-1",
+        f"{PROJECT}-us-east-1-cell2",
+        f"{PROJECT}-us-west-2",
+        f"{PROJECT}-us-east-2",
+    ]
+    monkeypatch.setenv("FAKE_CDK_STACKS", ",".join(stacks))
+    serve_cell(aws, "us-east-1/1", "us-east-1-cell1")
+    serve_cell(aws, "us-east-1/2", "us-east-1-cell2", degraded="ALARM")
+    for region in REGIONS[1:]:
+        serve(aws, region)
+    script, calls = fake_cdk
+    argv = [CELLS_CONFIG, "--cdk", script, "--assembly", str(tmp_path / "assembly"), "--bake-minutes", "0"]
+
+    assert main(argv) == 1
+
+    assert deployed_stacks(calls()) == stacks[:3]
+    report = capsys.readouterr().err
+    assert f"wave stopped at us-east-1/2 ({PROJECT}-us-east-1-cell2)" in report
+    assert f"{PROJECT}-us-east-1-cell2-region-degraded is in ALARM" in report
+    assert 'ARGS="pin us-east-1/1=0 us-east-1/2=0 --for 2h --reason rollback"' in report
+    # Each cell's wave reads its own cluster's services only.
+    clusters = {s["clusterArn"].rsplit("/", 1)[-1] for s in region_services(aws, PROJECT, "us-east-1/2")}
+    assert clusters == {f"{PROJECT}-us-east-1-cell2"}
+    assert len({s["clusterArn"] for s in region_services(aws, PROJECT, "us-east-1")}) == 2

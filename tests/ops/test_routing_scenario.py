@@ -23,7 +23,30 @@ def weights(name: str, region: str) -> list[int]:
 
 def test_every_shipped_scenario_is_tested_here():
     shipped = {path.stem for path in SCENARIOS.glob("*.yaml")}
-    assert shipped == {"degrade-and-recover", "flapping", "missing-metrics", "all-bad", "missing-minutes"}
+    assert shipped == {
+        "degrade-and-recover",
+        "flapping",
+        "missing-metrics",
+        "all-bad",
+        "missing-minutes",
+        "cell-drain",
+    }
+
+
+def test_a_bad_cell_is_drained_without_draining_its_region():
+    """cell-drain.yaml: us-east-1/1 fails from minute 10 to 29. It reaches the floor within drain_runs runs,
+    its sibling takes its weight the same run, us-east-1 as a whole never nears the floor, and the cell
+    regains weight once it has been healthy long enough."""
+    minutes = replay(load_scenario(SCENARIOS / "cell-drain.yaml"), PARAMS)
+    cell = [m.decision.weights["us-east-1/1"] for m in minutes]
+    sibling = [m.decision.weights["us-east-1/2"] for m in minutes]
+    assert cell[10 + PARAMS.drain_runs - 1] == PARAMS.floor
+    assert all(weight == PARAMS.floor for weight in cell[12:30])
+    assert sibling[11] >= sibling[9] + (cell[9] - cell[11]) - PARAMS.gain_step
+    region = [c + s for c, s in zip(cell, sibling, strict=True)]
+    assert min(region[10:30]) > 3 * PARAMS.floor
+    assert all(d.region != "us-east-1" for m in minutes for d in m.decision.regions)
+    assert cell[-1] > PARAMS.floor
 
 
 def test_degraded_region_reaches_its_floor_within_three_runs_and_recovers():

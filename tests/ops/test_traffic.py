@@ -175,3 +175,18 @@ def test_show_lists_a_record_whose_region_left_config(config, capsys):
     out = capsys.readouterr().out
     assert "eu-west-1       weight  20 (20.0%)  not in config, 0 runs: set to 0 after 10 runs" in out
     assert "us-east-1       weight  45 (45.0%)" in out  # shares count every record
+
+
+def test_pins_name_the_cells_of_a_region_of_several():
+    """Prime Day runs us-east-1 in two cells: each has its own record, so a pin names a cell."""
+    from ops.traffic import build_override
+    from settings import load_settings
+
+    settings = load_settings(REPO / "config" / "prime-day.yaml")
+    now = datetime(2027, 7, 8, tzinfo=UTC)
+    override = build_override(settings, ["us-east-1/2=0"], "1h", "cell 2 patch", now)
+    assert override.weights == {"us-east-1/2": 0}
+    with pytest.raises(
+        OverrideError, match="unknown region 'us-east-1'; configured: us-east-1/1, us-east-1/2"
+    ):
+        build_override(settings, ["us-east-1=0"], "1h", "", now)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from planner.forecast import EventWindow, load_forecast
-from planner.overlay import base_reference, render, write_overlay
+from planner.overlay import base_reference, cells_for, render, write_overlay
 from planner.plan import DesignRate, FleetPlan, RegionPlan, Sized
 from settings.loader import ConfigError, load_settings
 
@@ -96,8 +96,11 @@ def test_the_shipped_prime_day_config_is_the_event_the_shipped_forecast_plans() 
     forecast, _ = load_forecast(REPO / "config" / "forecasts" / "prime-day.yaml")
     default = load_settings(DEFAULT)
     peak = load_settings(REPO / "config" / "prime-day.yaml")
-    assert peak.regions == default.regions  # the event raises bounds only while it lasts
+    # The event raises bounds only while it lasts; the overlay adds the cells its hosts need.
+    assert {n: r.model_copy(update={"cells": 1}) for n, r in peak.regions.items()} == default.regions
     (event,) = peak.events
+    cells = {n: r.cells for n, r in peak.regions.items() if r.cells > 1}
+    assert cells == cells_for(peak_plans(event), default) == {"us-east-1": 2}
     assert (event.name, event.start, event.end) == (
         forecast.event.name,
         forecast.event.start,
@@ -117,3 +120,44 @@ def test_the_overlay_header_records_what_it_was_made_from_and_stays_a_valid_conf
     assert "# forecast: f.yaml\n# CONFIG: config/default.yaml\n" in text and f"# output: {out}\n" in text
     write_overlay(out, text)
     assert load_settings(out).events[0].name == "prime-day"
+
+
+def peak_plans(event) -> list[RegionPlan]:
+    """Region plans with an event's bounds, as `make plan` wrote them."""
+    return [
+        RegionPlan(
+            region,
+            100.0,
+            DesignRate(120.0, "peak"),
+            tuple(FleetPlan(kind, b.min, b.max, b.max * 12, 1.0) for kind, b in fleets.items()),
+            SIZED,
+        )
+        for region, fleets in event.regions.items()
+    ]
+
+
+def test_a_region_past_cell_max_hosts_is_split_into_cells_in_the_overlay(tmp_path: Path) -> None:
+    """401 hosts at the event's max (inf2 12-60 + trn1 70-341) need two cells of at most 400; the overlay
+    says so, and the config it makes validates (without it: an error naming regions.us-east-1.cells)."""
+    plans = [region_plan("us-east-1", inf2=12, trn1=1), region_plan("us-west-2")]
+    plans[0] = RegionPlan(
+        "us-east-1",
+        100.0,
+        DesignRate(120.0, "peak"),
+        (FleetPlan("inf2.48xlarge", 12, 60, 720, 1.0), FleetPlan("trn1.32xlarge", 70, 341, 5456, 1.0)),
+        SIZED,
+    )
+    default = load_settings(DEFAULT)
+    assert cells_for(plans, default) == {"us-east-1": 2}
+    out = tmp_path / "peak.yaml"
+    text = render(base_reference(DEFAULT, out), WINDOW, plans, 30, "test", (), cells_for(plans, default))
+    assert "regions:\n  us-east-1: {cells: 2}\nevents:" in text
+    write_overlay(out, text)
+    assert load_settings(out).regions["us-east-1"].cells == 2
+    with pytest.raises(ConfigError, match=r"set regions\.us-east-1\.cells to at least 2"):
+        write_overlay(out, render(base_reference(DEFAULT, out), WINDOW, plans, 30, "test"))
+
+
+def test_regions_within_cell_max_hosts_get_no_cells_line() -> None:
+    assert cells_for([region_plan()], load_settings(DEFAULT)) == {}
+    assert "cells" not in render("default.yaml", WINDOW, [region_plan()], 30, "test", (), {})

@@ -749,6 +749,13 @@ def test_cli_summarizes_a_good_config(capsys: pytest.CaptureFixture[str]) -> Non
     assert "us-east-2 weight 20: " in output and "zones us-east-2a, us-east-2c; NAT gateways 2" in output
 
 
+def test_cli_says_how_many_cells_a_region_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate_main([str(REPO / "config" / "prime-day.yaml")]) == 0
+    output = capsys.readouterr().out
+    assert "us-east-1 weight 50 in 2 cells: inf2.48xlarge x2-20 (TP 8)" in output
+    assert "us-west-2 weight 30: " in output
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
     lambda children: (
@@ -793,21 +800,108 @@ def test_a_region_past_the_alb_target_quota_with_its_surge_is_a_warning_at_the_e
         write(tmp_path, MINIMAL + EVENT.replace("{min: 12, max: 60}", "{min: 12, max: 400}"))
     )
     assert at_quota.warnings == ()
-    path = write(tmp_path, MINIMAL + EVENT.replace("{min: 12, max: 60}", "{min: 12, max: 401}"))
+    # A cell of more than cell_max_hosts (400) is an error unless the user raised it with their quotas.
+    path = write(
+        tmp_path,
+        "cell_max_hosts: 500\n" + MINIMAL + EVENT.replace("{min: 12, max: 60}", "{min: 12, max: 401}"),
+    )
     (warning,) = load_config(path).warnings
     assert warning.startswith(
-        f"{path}:13: events[name=prime-day].regions.us-east-1: during event 'prime-day'"
+        f"{path}:14: events[name=prime-day].regions.us-east-1: during event 'prime-day'"
     )
     assert "us-east-1 may run 502 hosts (max plus deploy surge)" in warning
     assert "1004 targets on its one ALB" in warning and "default 1,000 targets per ALB" in warning
 
 
 def test_fleets_past_the_target_group_and_cluster_quotas_warn_at_the_regions_fleets(tmp_path: Path) -> None:
-    path = write(tmp_path, MINIMAL.replace("min: 1, max: 2", "min: 1, max: 4001"))
+    path = write(tmp_path, "cell_max_hosts: 5000\n" + MINIMAL.replace("min: 1, max: 2", "min: 1, max: 4001"))
     warnings = load_config(path).warnings
     assert len(warnings) == 3
-    assert all(w.startswith(f"{path}:6: regions.us-east-1.fleets: at the fleets' max") for w in warnings)
+    assert all(w.startswith(f"{path}:7: regions.us-east-1.fleets: at the fleets' max") for w in warnings)
     assert "5002 hosts" in warnings[0]  # 4,001 + a 25% surge of 1,001
     assert "targets per ALB" in warnings[0]
     assert "5002 targets in each target group" in warnings[1]
     assert "5,000 container instances per cluster" in warnings[2]
+
+
+CELLS = MINIMAL.replace("    weight: 1\n", "    weight: 1\n    cells: 2\n")
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "fragments"),
+    [
+        pytest.param(
+            MINIMAL.replace("min: 1, max: 2", "min: 1, max: 401"),
+            [
+                "config.yaml:4: regions.us-east-1.cells: at the fleets' max, us-east-1 runs up to 401 hosts",
+                "above cell_max_hosts 400; set regions.us-east-1.cells to at least 2",
+            ],
+            id="region-past-cell-max-hosts",
+        ),
+        pytest.param(
+            MINIMAL + EVENT.replace("{min: 12, max: 60}", "{min: 12, max: 900}"),
+            [
+                "config.yaml:13: events[name=prime-day].regions.us-east-1: during event 'prime-day'",
+                "set regions.us-east-1.cells to at least 3",
+            ],
+            id="event-past-cell-max-hosts",
+        ),
+        pytest.param(
+            CELLS.replace("min: 1, max: 2", "min: 0, max: 1"),
+            [
+                "config.yaml:8: regions.us-east-1.fleets[instance_type=inf2.48xlarge].max",
+                "below the region's 2",
+            ],
+            id="fleet-max-below-cells",
+        ),
+        pytest.param(
+            CELLS + EVENT.replace("{min: 12, max: 60}", "{min: 0, max: 1}"),
+            [
+                "config.yaml:15: events[name=prime-day].regions.us-east-1.inf2.48xlarge.max",
+                "max 1 is below us-east-1's 2 cells",
+            ],
+            id="event-max-below-cells",
+        ),
+        pytest.param(
+            "cell_max_hosts: 0\n" + MINIMAL,
+            ["config.yaml:1: cell_max_hosts: must be greater than 0"],
+            id="cell-max-hosts-zero",
+        ),
+        pytest.param(
+            CELLS.replace("cells: 2", "cells: 0"),
+            ["config.yaml:6: regions.us-east-1.cells: must be greater than or equal to 1"],
+            id="no-cells",
+        ),
+    ],
+)
+def test_cells_are_sized_against_cell_max_hosts(tmp_path: Path, yaml_text: str, fragments: list[str]) -> None:
+    message = load_error(write(tmp_path, yaml_text))
+    for fragment in fragments:
+        assert fragment.replace("config.yaml", str(tmp_path / "config.yaml")) in message, message
+
+
+def test_cells_split_every_bound_and_the_first_takes_the_remainder(tmp_path: Path) -> None:
+    text = CELLS.replace("min: 1, max: 2", "min: 3, max: 9") + EVENT.replace(
+        "{min: 12, max: 60}", "{min: 5, max: 7}"
+    )
+    settings = load_config(write(tmp_path, text)).settings
+    fleet = settings.regions["us-east-1"].fleets[0]
+    first, second = settings.cells("us-east-1")
+    assert (first.name, second.name, second.slug) == ("us-east-1/1", "us-east-1/2", "us-east-1-cell2")
+    assert settings.cell_bounds(first, fleet) == (2, 5) and settings.cell_bounds(second, fleet) == (1, 4)
+    event = settings.events[0]
+    assert settings.cell_bounds(first, fleet, event) == (3, 4)
+    assert settings.cell_bounds(second, fleet, event) == (2, 3)
+    assert settings.cell_metrics_namespace(second) == "LLMServing/cell2"
+    assert settings.min_healthy_hosts("us-east-1", 2) == 1
+    # Deploy surge per cell: 4 + 1 hosts in the busiest cell at the event, not the region's 7 + 2.
+    assert settings.peak_hosts("us-east-1", event) == 5
+
+
+def test_one_cell_keeps_the_regions_names(tmp_path: Path) -> None:
+    settings = load_config(write(tmp_path, MINIMAL)).settings
+    (cell,) = settings.cells("us-east-1")
+    assert (cell.name, cell.slug, cell.suffix) == ("us-east-1", "us-east-1", "")
+    assert settings.cell_metrics_namespace(cell) == "LLMServing"
+    fleet = settings.regions["us-east-1"].fleets[0]
+    assert settings.cell_bounds(cell, fleet) == (fleet.min, fleet.max)

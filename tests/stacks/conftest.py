@@ -19,6 +19,7 @@ from aws_cdk import (
 
 from settings import Settings, load_settings
 from stacks.props import global_stack_name
+from stacks.routing_names import stack_name
 from stacks.serving_app import build_app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,24 +77,28 @@ def switched(
 def switched_templates(
     switched_settings: Settings, switched: tuple[App, cx_api.CloudAssembly]
 ) -> dict[str, dict[str, Any]]:
-    """Region -> that region's serving template, switched."""
+    """Region -> that region's serving template (its first cell's), switched."""
     _, assembly = switched
-    return {
-        stack.environment.region: stack.template
-        for stack in assembly.stacks
-        if stack.stack_name != global_stack_name(switched_settings)
-    }
+    return first_cells(switched_settings, assembly)
 
 
 @pytest.fixture(scope="session")
 def templates(settings: Settings, synthesized: tuple[App, cx_api.CloudAssembly]) -> dict[str, dict[str, Any]]:
     """Region -> that region's synthesized serving template."""
     _, assembly = synthesized
-    return {
-        stack.environment.region: stack.template
-        for stack in assembly.stacks
-        if stack.stack_name != global_stack_name(settings)
-    }
+    return first_cells(settings, assembly)
+
+
+def first_cells(settings: Settings, assembly: cx_api.CloudAssembly) -> dict[str, dict[str, Any]]:
+    """Region -> the template of its first cell (the region's own stack name)."""
+    names = {stack_name(settings, region): region for region in settings.regions}
+    return {names[s.stack_name]: s.template for s in assembly.stacks if s.stack_name in names}
+
+
+def cell_templates(settings: Settings, assembly: cx_api.CloudAssembly) -> dict[str, dict[str, Any]]:
+    """Cell name (`us-east-1/2`, or the region for a one-cell region) -> its stack's template."""
+    by_stack = {stack.stack_name: stack.template for stack in assembly.stacks}
+    return {cell.name: by_stack[stack_name(settings, cell.region, cell.index)] for cell in settings.all_cells}
 
 
 @pytest.fixture(scope="session")
@@ -161,3 +166,17 @@ def lowered_together(template: dict[str, Any]) -> list[tuple[str, str]]:
             if new_low < low and new_high < high:
                 cuts.append((name, at))
     return cuts
+
+
+@pytest.fixture(scope="session")
+def cells_settings() -> Settings:
+    """Prime Day as shipped: three regions, us-east-1 split into two cells by `make plan`."""
+    return load_settings(REPO / "config" / "prime-day.yaml")
+
+
+@pytest.fixture(scope="session")
+def cells(
+    cells_settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[App, cx_api.CloudAssembly]:
+    app = build_app(cells_settings, outdir=str(tmp_path_factory.mktemp("cdk.out")))
+    return app, app.synth()

@@ -381,3 +381,27 @@ def test_the_container_gets_its_catalog_objective_and_replicas_from_config(setti
     uri = settings.model.artifacts_s3_uri.rstrip("/") + "/shops/acme/index/"
     custom = overlay(f"model:\n  catalog_index_s3_uri: {uri}\n")
     assert dict(props.engine_environment(custom, "us-east-1"))["CATALOG_INDEX_S3_URI"] == uri
+
+
+def test_a_cell_takes_its_share_of_the_fleets_bounds_pool_and_names(overlay):
+    cells = overlay(
+        "regions:\n  us-east-1:\n    cells: 2\n    fleets:\n"
+        "      - {instance_type: inf2.48xlarge, tensor_parallel: 8, min: 3, max: 21,"
+        " warm_pool: {min_size: 3, max_prepared: 25}}\n"
+    )
+    fleet = cells.regions["us-east-1"].fleets[0]
+    first = props.fleet_props(cells, "us-east-1", fleet, cell=1)
+    second = props.fleet_props(cells, "us-east-1", fleet, cell=2)
+    assert (first.min_hosts, first.max_hosts, second.min_hosts, second.max_hosts) == (2, 11, 1, 10)
+    assert (first.warm_pool.min_size, first.warm_pool.max_prepared) == (2, 13)
+    assert (second.warm_pool.min_size, second.warm_pool.max_prepared) == (1, 12)
+    assert second.metrics_namespace == "LLMServing/cell2"
+    endpoint = props.routing_endpoint_props(cells, "us-east-1", 2)
+    assert endpoint.endpoint_parameter == "/shopping-assistant/us-east-1/cell2/serving-endpoint"
+    assert endpoint.label == "us-east-1/2"
+    assert (
+        props.observability_props(cells, "us-east-1", 2).dashboard_name
+        == "shopping-assistant-us-east-1-cell2"
+    )
+    # The other regions keep one cell and every name they had.
+    assert props.routing_endpoint_props(cells, "us-west-2").label == ""

@@ -72,10 +72,10 @@ AWS_DEFAULT_LIMITS = {ELB_TARGETS_PER_ALB: 1000.0, ELB_TARGETS_PER_TARGET_GROUP:
 
 def _us_east_1_event(tmp_path, inf2_max: int, trn1_max: int):
     """An event on the default config with explicit maxima, so the arithmetic does not follow re-plans of the
-    shipped overlay."""
+    shipped overlay; one cell, as an account with raised quotas may run it."""
     path = tmp_path / "event.yaml"
     path.write_text(
-        f"base: {REPO / 'config' / 'default.yaml'}\nevents:\n  - name: prime-day\n"
+        f"base: {REPO / 'config' / 'default.yaml'}\ncell_max_hosts: 1000\nevents:\n  - name: prime-day\n"
         '    start: "2099-07-08T00:00:00-07:00"\n    end: "2099-07-10T00:00:00-07:00"\n    regions:\n'
         f"      us-east-1:\n        inf2.48xlarge: {{min: 20, max: {inf2_max}}}\n"
         f"        trn1.32xlarge: {{min: 10, max: {trn1_max}}}\n"
@@ -89,6 +89,16 @@ def test_an_event_at_the_default_alb_and_ecs_quotas_with_its_surge_fits(tmp_path
     assert {f.status for f in findings} == {Status.OK}
     alb = next(f for f in findings if f.scope == "prime-day" and f.check == ELB_TARGETS_PER_ALB)
     assert alb.needed == "978"  # (260 + 65 + 131 + 33) hosts, an HTTP and a gRPC target each
+
+
+def test_prime_day_fits_the_default_alb_and_ecs_quotas_in_its_cells():
+    prime_day = load_settings(REPO / "config" / "prime-day.yaml")
+    findings = scale_findings(prime_day, "us-east-1", AWS_DEFAULT_LIMITS | {ECS_CONTAINER_INSTANCES: 5000.0})
+    assert {f.status for f in findings} == {Status.OK}
+    alb = next(f for f in findings if f.scope == "prime-day" and f.check == ELB_TARGETS_PER_ALB)
+    # us-east-1 runs Prime Day in two cells; the busier one: (158 + 40 + 79 + 20) hosts at the event's max
+    # with surge, an HTTP and a gRPC target each, on its own ALB.
+    assert alb.needed == "594"
 
 
 def test_an_event_past_the_accounts_alb_targets_is_a_shortfall_and_unreported_limits_use_the_defaults(

@@ -1,0 +1,186 @@
+"""Cells inside regions: a region decided on its healthy cells, its weight split over its cells by spare
+slots, a bad cell drained inside its region, the region drained only once every cell is bad."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.routing.cells import apportion, decide_cells, region_signals_of
+from orchestrator.routing.policy import PolicyParams, RegionMemory, RegionSignals, Status, decide
+
+PARAMS = PolicyParams()
+GROUPS = {"us-east-1": ("us-east-1/1", "us-east-1/2"), "us-west-2": ("us-west-2",)}
+
+
+def healthy(slots: float = 384, in_flight: float = 100) -> RegionSignals:
+    return RegionSignals(0.001, 0.0, 12, 4, slots, in_flight)
+
+
+def failing() -> RegionSignals:
+    return RegionSignals(0.0, 0.2, 12, 4, 384, 300)
+
+
+def run(minutes, current=None, memory=None, groups=GROUPS, budget=100):
+    weights = dict(current or {"us-east-1/1": 25, "us-east-1/2": 25, "us-west-2": 50})
+    memory = dict(memory or {})
+    history = []
+    for signals in minutes:
+        decision = decide_cells(PARAMS, budget, weights, signals, memory, groups)
+        history.append(decision)
+        weights, memory = decision.weights, decision.memory
+    return history
+
+
+def test_a_bad_cell_drains_to_the_floor_while_its_region_keeps_serving():
+    bad_cell = {"us-east-1/1": failing(), "us-east-1/2": healthy(), "us-west-2": healthy()}
+    history = run([bad_cell] * 6)
+    last = history[-1].weights
+    assert last["us-east-1/1"] == PARAMS.floor
+    # us-east-1 is not drained: it carries what its healthy cell's spare slots earn (as many as us-west-2's).
+    assert last["us-east-1/2"] > 25
+    assert abs((last["us-east-1/1"] + last["us-east-1/2"]) - last["us-west-2"]) <= 10
+    statuses = {r.region: r.status for r in history[-1].regions}
+    assert statuses == {
+        "us-east-1/1": Status.DEGRADED,
+        "us-east-1/2": Status.HEALTHY,
+        "us-west-2": Status.HEALTHY,
+    }
+
+
+def test_without_cells_the_same_bad_half_would_drain_to_the_other_region():
+    """What the cells change: as one target, a region whose half fails looks bad as a whole (its error
+    share is the failing half's, diluted but above the bar) and drains to the other region."""
+    merged = RegionSignals(0.0, 0.1, 24, 8, 768, 400)
+    weights, memory = {"us-east-1": 50, "us-west-2": 50}, {}
+    for _ in range(6):
+        decision = decide(PARAMS, 100, weights, {"us-east-1": merged, "us-west-2": healthy()}, memory)
+        weights, memory = decision.weights, decision.memory
+    assert weights["us-east-1"] == PARAMS.floor
+
+
+def test_a_region_whose_every_cell_is_bad_drains_as_a_whole():
+    every_cell_bad = {"us-east-1/1": failing(), "us-east-1/2": failing(), "us-west-2": healthy()}
+    history = run([every_cell_bad] * 6)
+    last = history[-1].weights
+    assert last["us-east-1/1"] + last["us-east-1/2"] <= PARAMS.floor + 1
+    assert last["us-west-2"] > 90
+
+
+def test_one_bad_minute_in_a_cell_moves_nothing():
+    calm = {"us-east-1/1": healthy(), "us-east-1/2": healthy(), "us-west-2": healthy()}
+    blip = {**calm, "us-east-1/1": failing()}
+    with_blip = run([calm, calm, calm, blip])
+    before, during = with_blip[-2].weights, with_blip[-1].weights
+    assert during["us-east-1/1"] == before["us-east-1/1"]
+    # No weight leaves the region for a cell's one bad minute.
+    assert during["us-east-1/1"] + during["us-east-1/2"] >= before["us-east-1/1"] + before["us-east-1/2"]
+    assert {r.region: r.status for r in with_blip[-1].regions}["us-east-1/1"] is Status.SUSPECT
+
+
+def test_a_region_splits_its_weight_over_its_cells_by_spare_slots():
+    uneven = {
+        "us-east-1/1": healthy(slots=384, in_flight=284),  # 100 spare
+        "us-east-1/2": healthy(slots=384, in_flight=84),  # 300 spare
+        "us-west-2": healthy(slots=768, in_flight=368),  # 400 spare
+    }
+    history = run([uneven] * 8)
+    last = history[-1].weights
+    assert last["us-east-1/2"] > 2 * last["us-east-1/1"]
+    assert sum(last.values()) == 100
+
+
+def test_a_cell_without_metrics_holds_and_its_sibling_takes_the_rest():
+    missing = {"us-east-1/1": None, "us-east-1/2": healthy(), "us-west-2": healthy()}
+    history = run([missing] * 3)
+    assert all(d.weights["us-east-1/1"] == 25 for d in history)
+    assert {r.region: r.status for r in history[-1].regions}["us-east-1/1"] is Status.MISSING
+
+
+def test_pins_name_cells():
+    calm = {"us-east-1/1": healthy(), "us-east-1/2": healthy(), "us-west-2": healthy()}
+    decision = decide_cells(
+        PARAMS,
+        100,
+        {"us-east-1/1": 25, "us-east-1/2": 25, "us-west-2": 50},
+        calm,
+        {},
+        GROUPS,
+        {"us-east-1/2": 0},
+    )
+    assert decision.weights["us-east-1/2"] == 0
+    assert {r.region: r.status for r in decision.regions}["us-east-1/2"] is Status.PINNED
+
+
+def test_regions_without_cells_are_decided_exactly_as_before():
+    groups = {"us-east-1": ("us-east-1",), "us-west-2": ("us-west-2",)}
+    signals = {"us-east-1": failing(), "us-west-2": healthy()}
+    current, memory = {"us-east-1": 60, "us-west-2": 40}, {"us-east-1": RegionMemory(1, 0)}
+    assert decide_cells(PARAMS, 100, current, signals, memory, groups) == decide(
+        PARAMS, 100, current, signals, memory
+    )
+
+
+def test_region_signals_never_average_bad_cells_into_a_healthy_region():
+    short_of_hosts = RegionSignals(0.0, 0.0, 1, 4, 32, 10)
+    erroring = RegionSignals(0.0, 0.02, 12, 4, 384, 100)
+    combined = region_signals_of(PARAMS, [short_of_hosts, erroring], [True, True])
+    assert combined is not None and combined.problems(PARAMS)
+    assert region_signals_of(PARAMS, [None, None]) is None
+    # One cell drained, the other healthy: the region is the healthy cell.
+    assert region_signals_of(PARAMS, [erroring, healthy()], [True, False]) == healthy()
+
+
+signals_strategy = st.none() | st.builds(
+    RegionSignals,
+    slow_first_token_share=st.floats(0, 0.05),
+    error_share=st.floats(0, 0.05),
+    healthy_hosts=st.integers(0, 40),
+    min_hosts=st.integers(0, 10),
+    serving_slots=st.floats(0, 2000),
+    requests_in_flight=st.floats(0, 2000),
+    degraded=st.booleans(),
+)
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries({n: signals_strategy for names in GROUPS.values() for n in names}), max_size=8
+    ),
+    st.fixed_dictionaries({n: st.integers(0, 120) for names in GROUPS.values() for n in names}),
+)
+def test_cell_weights_stay_in_bounds_and_a_region_never_exceeds_a_route53_weight(minutes, start):
+    weights, memory = start, {}
+    for signals in minutes:
+        decision = decide_cells(PARAMS, 100, weights, signals, memory, GROUPS)
+        assert set(decision.weights) == set(start)
+        assert all(0 <= w <= 255 for w in decision.weights.values())
+        assert decision.weights["us-east-1/1"] + decision.weights["us-east-1/2"] <= 255
+        assert sum(decision.weights.values()) > 0
+        weights, memory = decision.weights, decision.memory
+
+
+@given(st.integers(0, 255), st.dictionaries(st.sampled_from("abcd"), st.floats(0, 1000), min_size=1))
+def test_apportion_adds_up_exactly(total, shares):
+    parts = apportion(total, shares)
+    assert sum(parts.values()) == total and all(p >= 0 for p in parts.values())
+
+
+def test_the_drained_cells_weight_goes_to_its_sibling_first():
+    """The run a cell is confirmed bad, the weight it gives up goes to its sibling in the same region: the
+    region's total moves no more than one damped step, so its users are not sent abroad at once."""
+    calm = {
+        "us-east-1/1": healthy(),
+        "us-east-1/2": healthy(),
+        "us-west-2": healthy(slots=768, in_flight=200),
+    }
+    settled = run([calm] * 12)[-1].weights
+    bad = {**calm, "us-east-1/1": failing()}
+    history = run([bad] * PARAMS.bad_runs_to_drain, current=settled, memory=run([calm] * 12)[-1].memory)
+    before, after = settled, history[-1].weights
+    assert after["us-east-1/1"] < before["us-east-1/1"]
+    dropped = before["us-east-1/1"] - after["us-east-1/1"]
+    assert after["us-east-1/2"] - before["us-east-1/2"] >= dropped - PARAMS.gain_step
+    region_before = before["us-east-1/1"] + before["us-east-1/2"]
+    region_after = after["us-east-1/1"] + after["us-east-1/2"]
+    assert abs(region_after - region_before) <= PARAMS.gain_step
