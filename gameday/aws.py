@@ -31,6 +31,9 @@ NAMESPACE_KEEP_MINUTES = 15  # moto scans every datapoint per query: keep only w
 ACCOUNT = "123456789012"
 
 
+original_client = lambda_handler._boto3_client
+
+
 class _Context:
     function_name = "traffic-orchestrator"
     memory_limit_in_mb = 256
@@ -70,6 +73,7 @@ class Orchestrator:
         boto3.DEFAULT_SESSION.events.register("before-call", self._hook)  # type: ignore[union-attr]
         self._session = boto3.Session(region_name=home_region)
         self._clients: dict[tuple[str, str], Any] = {}
+        self._handler_clients: dict[tuple[str, str], Any] = {}
         self.home = home_region
         self.config = self._deploy(json.loads(orchestrator_config), composite_names)
         os.environ["ORCHESTRATOR_CONFIG"] = self.config.to_json()
@@ -81,6 +85,15 @@ class Orchestrator:
         if (service, region) not in self._clients:
             self._clients[service, region] = self._session.client(service, region_name=region)
         return self._clients[service, region]
+
+    def _handler_client(self, service: str, region: str) -> Any:
+        """The handler's own factory (boto3's default session, so API faults reach it), its clients kept
+        across runs as a warm Lambda environment could: making a botocore client costs more than the
+        call it makes here, and a 24-hour day makes twenty thousand."""
+        key = (service, region)
+        if key not in self._handler_clients:
+            self._handler_clients[key] = original_client(service, region)
+        return self._handler_clients[key]
 
     def _fail(self, model: Any, **_: Any) -> None:
         service = model.service_model.service_name
@@ -156,15 +169,16 @@ class Orchestrator:
             "resources": [],
             "detail": {},
         }
-        original = lambda_handler.datetime
+        original = lambda_handler.datetime, lambda_handler._boto3_client
         lambda_handler.datetime = _clock(now.astimezone(UTC))  # type: ignore[misc]
+        lambda_handler._boto3_client = self._handler_client  # type: ignore[assignment]
         try:
             with contextlib.redirect_stdout(io.StringIO()):
                 return lambda_handler.handler(event, _Context())
         except Exception as error:
             return {"error": f"{type(error).__name__}: {error}"}
         finally:
-            lambda_handler.datetime = original  # type: ignore[misc]
+            lambda_handler.datetime, lambda_handler._boto3_client = original  # type: ignore[misc]
 
     def weights(self) -> dict[str, int]:
         records = read_records(
