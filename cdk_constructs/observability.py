@@ -1,5 +1,6 @@
-"""What an operator and the traffic orchestrator watch in one region: a dashboard, the latency alarm,
-and one "region degraded" composite alarm over every construct's alarms."""
+"""What an operator and the traffic orchestrator watch in one region: a dashboard, the latency and target
+5xx alarms, a "region degraded" composite alarm over every construct's alarms (it pages), and a
+"region unfit" composite over the region-wide serving signals only (the orchestrator drains on it)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,18 @@ class ObservabilityProps:
     # Deterministic names: the routing stack and the orchestrator find them from config, not by reference.
     dashboard_name: str
     degraded_alarm_name: str
+    # What the traffic orchestrator reads: one host's fault (an ECC error, a NAT port error, tasks short of
+    # desired) pages through region-degraded but must not drain a region.
+    unfit_alarm_name: str
     metrics_namespace: str
     # The container's EMF dimension sets are {Model} (one series per region, which the alarms watch) and
     # {Model, InstanceType} (one per fleet, for the dashboard).
     model_name: str
     ttft_p99_threshold_ms: int
+    # Share of requests the targets answer with a 5xx above which the region is unfit, for this many
+    # minutes in a row (routing.error_share and routing.bad_runs_to_drain: the orchestrator's own bar).
+    target_error_share: float = 0.01
+    unfit_minutes: int = 2
     alarm_email: str | None = None
 
 
@@ -93,7 +101,11 @@ class ServingObservability(Construct):
         target_groups: Sequence[elbv2.ApplicationTargetGroup],
         fleets: Sequence[FleetView],
         alarms: Sequence[cloudwatch.IAlarm],
+        serving_alarms: Sequence[cloudwatch.IAlarm] = (),
     ) -> None:
+        """`alarms`: every alarm of the region, for paging. `serving_alarms`: the region-wide serving signals
+        among them or beside them (no healthy targets, slow-first-token share, error share), which with this
+        construct's target 5xx share make the region-unfit composite."""
         super().__init__(scope, id)
         logs.allow_alarm_notifications()
         self.topic = sns.Topic(self, "AlarmTopic", master_key=logs.key, enforce_ssl=True)
@@ -112,13 +124,25 @@ class ServingObservability(Construct):
             datapoints_to_alarm=5,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        every_alarm = [*alarms, self.ttft_alarm]
+        self.target_error_alarm = self._target_error_alarm(props, load_balancer)
+        unfit = [*serving_alarms, self.target_error_alarm]
+        every_alarm = [*alarms, *(a for a in unfit if a not in alarms), self.ttft_alarm]
         self.degraded_alarm = cloudwatch.CompositeAlarm(
             self,
             "RegionDegraded",
             composite_alarm_name=props.degraded_alarm_name,
-            alarm_description="Any serving alarm of this region: the orchestrator moves traffic away from it",
+            alarm_description="Any alarm of this region, one host's included: it pages. The orchestrator "
+            "drains on region-unfit, not on this",
             alarm_rule=cloudwatch.AlarmRule.any_of(*every_alarm),
+        )
+        # No action: region-degraded already pages for every one of these.
+        self.unfit_alarm = cloudwatch.CompositeAlarm(
+            self,
+            "RegionUnfit",
+            composite_alarm_name=props.unfit_alarm_name,
+            alarm_description="The region as a whole serves badly (no healthy targets, target 5xx share, "
+            "slow-first-token share or error share): the traffic orchestrator drains it",
+            alarm_rule=cloudwatch.AlarmRule.any_of(*unfit),
         )
         self.degraded_alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
         self.degraded_alarm.add_ok_action(cloudwatch_actions.SnsAction(self.topic))
@@ -127,7 +151,9 @@ class ServingObservability(Construct):
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=props.dashboard_name)
         self.dashboard.add_widgets(
             cloudwatch.AlarmStatusWidget(
-                title="Region health", alarms=[self.degraded_alarm, *every_alarm], width=24
+                title="Region health",
+                alarms=[self.degraded_alarm, self.unfit_alarm, *every_alarm],
+                width=24,
             )
         )
         self.dashboard.add_widgets(
@@ -213,6 +239,37 @@ class ServingObservability(Construct):
             ),
         )
         self._add_neuron_row([(fleet.instance_type, fleet.neuron) for fleet in fleets if fleet.neuron])
+
+    def _target_error_alarm(
+        self, props: ObservabilityProps, load_balancer: elbv2.ApplicationLoadBalancer
+    ) -> cloudwatch.Alarm:
+        """The share of requests the region's targets answered with a 5xx: the engines failing, whichever
+        host serves. A share, not a count, so a peak's volume does not trip it."""
+        minutes = props.unfit_minutes
+        minute = Duration.minutes(1)
+        return cloudwatch.Alarm(
+            self,
+            "Target5xxShare",
+            alarm_description=f"More than {props.target_error_share:.1%} of requests answered with a 5xx by "
+            f"the region's targets for {minutes} min",
+            metric=cloudwatch.MathExpression(
+                expression="IF(requests > 0, FILL(errors, 0) / requests, 0)",
+                using_metrics={
+                    "errors": load_balancer.metrics.http_code_target(
+                        elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=minute
+                    ),
+                    "requests": load_balancer.metrics.request_count(period=minute),
+                },
+                label="target 5xx share",
+                period=minute,
+            ),
+            threshold=props.target_error_share,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=minutes,
+            datapoints_to_alarm=minutes,
+            # No requests is no evidence of failing (no healthy targets has its own alarm).
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
 
     def _allow_publishing(self, *alarms: cloudwatch.IAlarm) -> None:
         """The topic's policy replaces SNS's default one (it holds the deny-without-TLS statement), so

@@ -101,6 +101,9 @@ class RoutingEndpoint(Construct):
                 minutes,
             ),
         ]
+        # The shares are region-wide serving signals (the region-unfit composite's); the host floor is the
+        # orchestrator's own reading of healthy hosts, here for Route 53.
+        self.slow_first_token_alarm, self.error_share_alarm, self.healthy_hosts_alarm = self.alarms
         region = Stack.of(self).region
         self.signal_checks = [
             route53.CfnHealthCheck(

@@ -43,7 +43,8 @@ def main(argv: list[str]) -> int:
         )
         print(
             f"{args.config}: event {event.name}: {event.start.isoformat()} to {event.end.isoformat()}, "
-            f"bounds raised from {event.ramp_start(budget).isoformat()}: {hosts}"
+            f"bounds raised from {event.ramp_start(budget).isoformat()}, minimums restored at the end, "
+            f"maximums from {event.scale_in_at.isoformat()}: {hosts}"
         )
     return 0
 

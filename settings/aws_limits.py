@@ -18,3 +18,5 @@ CAPACITY_BLOCK_END_LEAD_MINUTES = 30
 # ECS registers at most 5,000 EC2 instances per cluster by default (a quota AWS can raise on request);
 # each region runs one cluster for all its fleets.
 ECS_INSTANCES_PER_CLUSTER = 5000
+# ECS managed scaling's instance warm-up is 0 to 10,000 s (ECS API reference, ManagedScaling).
+INSTANCE_WARMUP_MAX = 10000

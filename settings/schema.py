@@ -26,6 +26,7 @@ from settings.aws_limits import (
     COLD_START_BUDGET_MAX,
     DEREGISTRATION_DELAY_MAX,
     ECS_INSTANCES_PER_CLUSTER,
+    INSTANCE_WARMUP_MAX,
 )
 from settings.instances import INSTANCES, InstanceFacts, NeuronFamily, capacity_block_types
 from settings.regions import KNOWN_REGIONS
@@ -373,6 +374,11 @@ class DeploymentConfig(StrictModel):
 class ServingConfig(StrictModel):
     # Image pull + weight download + compiled-artifact load on a new host.
     cold_start_budget_seconds: Annotated[int, Field(ge=60, le=COLD_START_BUDGET_MAX)] = 1800
+    # Boot and ECS registration of a new host: the capacity provider's managed-scaling warm-up. ECS holds
+    # further scale-out while hosts are inside it, so it must not be the cold start (the model's load): that
+    # would allow one batch of hosts per cold start. The cold-start allowance lives in the alarms only.
+    # 0 to 10,000 s (ECS API reference, ManagedScaling.instanceWarmupPeriod; AWS's default 300 s).
+    instance_warmup_seconds: Annotated[int, Field(ge=0, le=INSTANCE_WARMUP_MAX)] = 300
     health_check_grace_seconds: Annotated[int, Field(ge=60)] = 2400
     # Slowest decode rate the service promises; with max_output_tokens it bounds the longest stream.
     min_decode_tokens_per_second: Annotated[float, Field(gt=0)] = 5.0
@@ -490,6 +496,11 @@ class EventConfig(StrictModel):
     start: EventTime
     end: EventTime
     prewarm_margin_minutes: Annotated[int, Field(ge=0, le=24 * 60)] = 30
+    # At `end` only the minimums come back down; the maximums follow this long after, while target tracking
+    # scales in at its own pace. Application Auto Scaling scales in to a lowered maximum at once, so lowering
+    # it at `end` would cut most of an event's tasks in one minute in every region. At least a minute: a
+    # maximum lowered with the minimum is that cut.
+    scale_in_after_minutes: Annotated[int, Field(ge=1, le=24 * 60)] = 120
     # region -> instance type -> the hosts the event needs
     regions: Annotated[
         dict[RegionName, Annotated[dict[str, EventHosts], Field(min_length=1)]], Field(min_length=1)
@@ -508,6 +519,11 @@ class EventConfig(StrictModel):
     def ramp_start(self, cold_start_budget_seconds: int) -> datetime:
         """When the raised bounds take effect: early enough for a new host's whole cold start."""
         return self.start - self.lead(cold_start_budget_seconds)
+
+    @property
+    def scale_in_at(self) -> datetime:
+        """When the raised maximums come down to the fleets' own: the end of the event's hold on a fleet."""
+        return self.end + timedelta(minutes=self.scale_in_after_minutes)
 
 
 class RoutingConfig(StrictModel):
@@ -714,13 +730,17 @@ class Settings(StrictModel):
         return problems
 
     def _overlap_problems(self) -> list[tuple[KeyPath, str]]:
-        """Two events on one fleet whose windows (ramp included) meet: the first one's restore would cut
-        the second one's raised bounds."""
+        """Two events on one fleet whose windows (ramp to lowered maximums) meet: the first one's restore
+        or scale-in would cut the second one's raised bounds; windows that touch would change the bounds
+        twice in one moment, in an order AWS does not promise."""
         budget = self.serving.cold_start_budget_seconds
         problems: list[tuple[KeyPath, str]] = []
         for later_index, later in enumerate(self.events):
             for earlier in self.events[:later_index]:
-                if not (later.ramp_start(budget) < earlier.end and earlier.ramp_start(budget) < later.end):
+                if not (
+                    later.ramp_start(budget) <= earlier.scale_in_at
+                    and earlier.ramp_start(budget) <= later.scale_in_at
+                ):
                     continue
                 for region, hosts in later.regions.items():
                     shared = [t for t in hosts if t in earlier.regions.get(region, {})]
@@ -729,8 +749,8 @@ class Settings(StrictModel):
                             (
                                 ("events", later_index, "regions", region, instance_type),
                                 f"overlaps event {earlier.name!r} on this fleet (windows include the "
-                                f"{self._lead_text(later)} pre-warm lead); one fleet takes one event at "
-                                "a time: merge them or move one",
+                                f"{self._lead_text(later)} pre-warm lead and the scale_in_after_minutes "
+                                "after the end); one fleet takes one event at a time: merge them or move one",
                             )
                         )
         return problems
@@ -776,12 +796,13 @@ class Settings(StrictModel):
     def _event_warnings(self, now: datetime) -> list[tuple[KeyPath, str]]:
         found: list[tuple[KeyPath, str]] = []
         for index, event in enumerate(self.events):
-            if event.end <= now:
+            if event.scale_in_at <= now:
                 found.append(
                     (
                         ("events", index, "end"),
-                        f"event {event.name!r} ended at {event.end.isoformat()}; nothing is scheduled for "
-                        "it (remove it when convenient)",
+                        f"event {event.name!r} ended at {event.end.isoformat()} and its maximums came down "
+                        f"at {event.scale_in_at.isoformat()}; nothing is scheduled for it (remove it when "
+                        "convenient)",
                     )
                 )
         for name in self.regions:

@@ -29,7 +29,7 @@ from cdk_constructs.traffic_orchestrator import OrchestratorProps, RegionReads
 from cdk_constructs.web_acl import WebAclProps
 from settings.schema import FleetConfig, Settings, s3_bucket, s3_prefix
 from stacks import routing_names
-from stacks.routing_names import degraded_alarm_name
+from stacks.routing_names import degraded_alarm_name, unfit_alarm_name
 
 # The orchestrator Lambda's code: a plain folder, staged as it is.
 ORCHESTRATOR_DIRECTORY = Path(__file__).resolve().parents[1] / "orchestrator"
@@ -183,26 +183,38 @@ class FleetSchedule:
 
 def fleet_schedule(settings: Settings, region: str, fleet: FleetConfig, now: datetime) -> FleetSchedule:
     """Each event on this fleet raises its bounds at the event's ramp start (start minus the cold-start
-    budget and margin) and restores the fleet's own bounds at its end. An event already over is left out
-    (a warning in the settings); one under way when the stack deploys holds its bounds from the start, so a
-    redeploy mid-event never drops the raised floor, and only its restore is scheduled."""
+    budget and margin), restores the fleet's own minimum at its end, and lowers the maximum to the fleet's
+    own `scale_in_after_minutes` later: Application Auto Scaling scales in to a lowered maximum at once, so
+    a maximum lowered at the end would cut most tasks in one minute; meanwhile target tracking scales in at
+    its own pace. No change lowers a maximum together with a minimum.
+
+    An event whose maximums are already down is left out (a warning in the settings); one under way when the
+    stack deploys holds the bounds in force at that moment from the start, so a redeploy mid-event never
+    drops the raised floor, and only its remaining changes are scheduled."""
     budget = settings.serving.cold_start_budget_seconds
     under_way: tuple[int, int] | None = None
     changes: list[ScheduledBounds] = []
     events = [event for event in settings.events if fleet.instance_type in event.regions.get(region, {})]
     for event in sorted(events, key=lambda event: event.start):
-        if event.end <= now:
+        if event.scale_in_at <= now:
             continue
         hosts = event.regions[region][fleet.instance_type]
         ramp_start = event.ramp_start(budget)
-        if ramp_start <= now:
-            under_way = (hosts.min, hosts.max)
+        # Between the end and the scale-in: the fleet's own floor, the larger of the two ceilings (raising a
+        # maximum at the end is never a cut).
+        after_end = (fleet.min, max(hosts.max, fleet.max))
+        if event.end <= now:
+            under_way = after_end
         else:
-            changes.append(
-                ScheduledBounds(f"{event.name}-raise", ramp_start.astimezone(UTC), hosts.min, hosts.max)
-            )
+            if ramp_start <= now:
+                under_way = (hosts.min, hosts.max)
+            else:
+                changes.append(
+                    ScheduledBounds(f"{event.name}-raise", ramp_start.astimezone(UTC), hosts.min, hosts.max)
+                )
+            changes.append(ScheduledBounds(f"{event.name}-restore", event.end.astimezone(UTC), *after_end))
         changes.append(
-            ScheduledBounds(f"{event.name}-restore", event.end.astimezone(UTC), fleet.min, fleet.max)
+            ScheduledBounds(f"{event.name}-scale-in", event.scale_in_at.astimezone(UTC), fleet.min, fleet.max)
         )
     return FleetSchedule(tuple(changes), under_way)
 
@@ -263,6 +275,7 @@ def fleet_props(
         shared_memory_mib=serving.shared_memory_mib,
         cold_start_budget_seconds=serving.cold_start_budget_seconds,
         health_check_grace_seconds=serving.health_check_grace_seconds,
+        instance_warmup_seconds=serving.instance_warmup_seconds,
         environment=engine_environment(settings, region) + fleet_environment(fleet),
         target_requests_in_flight=target_requests_in_flight(settings, fleet),
         metrics_namespace=settings.observability.metrics_namespace,
@@ -276,9 +289,13 @@ def observability_props(settings: Settings, region: str) -> ObservabilityProps:
     return ObservabilityProps(
         dashboard_name=f"{settings.project}-{region}",
         degraded_alarm_name=degraded_alarm_name(settings, region),
+        unfit_alarm_name=unfit_alarm_name(settings, region),
         metrics_namespace=settings.observability.metrics_namespace,
         model_name=settings.model.name,
         ttft_p99_threshold_ms=settings.observability.ttft_p99_threshold_ms,
+        # The orchestrator's own bar for failed requests, held as long as it waits before draining.
+        target_error_share=settings.routing.error_share,
+        unfit_minutes=settings.routing.bad_runs_to_drain,
         alarm_email=settings.observability.alarm_email,
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import Environment, Stack, Tags
+from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from cdk_constructs.cluster import ServingCluster
@@ -98,5 +99,26 @@ class RegionalServing(Stack):
                 *network.alarms,
                 *load_balancer.alarms,
                 *(alarm for fleet in self.fleets for alarm in fleet.alarms),
+                *self.routing.alarms,
+            ],
+            serving_alarms=[
+                *no_healthy_target_alarms(load_balancer),
+                self.routing.slow_first_token_alarm,
+                self.routing.error_share_alarm,
             ],
         )
+
+
+# The load balancer's alarms that say no target group of the region has a healthy target.
+NO_HEALTHY_TARGETS_SUFFIX = "NoHealthyTargets"
+
+
+def no_healthy_target_alarms(load_balancer: ServingLoadBalancer) -> list[cloudwatch.IAlarm]:
+    """The load balancer's "no healthy target" alarms (one per target group), by their construct ids. A
+    rename must not silently take the signal out of region-unfit, so none found stops the synth."""
+    found = [alarm for alarm in load_balancer.alarms if alarm.node.id.endswith(NO_HEALTHY_TARGETS_SUFFIX)]
+    if not found:
+        raise ValueError(
+            f"the load balancer has no *{NO_HEALTHY_TARGETS_SUFFIX} alarm for the region-unfit composite"
+        )
+    return found

@@ -10,8 +10,14 @@ from settings.schema import Settings
 
 
 def degraded_alarm_name(settings: Settings, region: str) -> str:
-    """Known from config alone, so routing can name it without a cross-region reference."""
+    """Every alarm of the region, for paging (one host's fault included): not what routing drains on."""
     return f"{settings.project}-{region}-region-degraded"
+
+
+def unfit_alarm_name(settings: Settings, region: str) -> str:
+    """The region-wide serving signals only: what the orchestrator drains a region on. Known from config
+    alone, so routing can name it without a cross-region reference."""
+    return f"{settings.project}-{region}-region-unfit"
 
 
 def endpoint_parameter(settings: Settings, region: str) -> str:
@@ -67,7 +73,8 @@ def orchestrator_config(settings: Settings) -> OrchestratorConfig:
                 min_hosts=settings.min_healthy_hosts(region),
                 endpoint_parameter=endpoint_parameter(settings, region),
                 health_check_parameter=health_check_parameter(settings, region),
-                degraded_alarm=degraded_alarm_name(settings, region),
+                # The field keeps its name; it holds the alarm the orchestrator drains on: region-unfit.
+                degraded_alarm=unfit_alarm_name(settings, region),
             )
             for region, config in settings.regions.items()
         ),

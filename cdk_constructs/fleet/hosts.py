@@ -40,8 +40,10 @@ class FleetHosts(Construct):
             enable_managed_termination_protection=True,
             enable_managed_draining=True,
             target_capacity_percent=props.target_capacity_percent,
-            # A new host is useful only once its model is loaded.
-            instance_warmup_period=props.cold_start_budget_seconds,
+            # Boot and ECS registration only: ECS holds further scale-out while hosts are inside their warm-up
+            # (ECS developer guide, managed scaling), so the model's cold start here would allow one batch of
+            # hosts per cold start. The cold start is the alarms' allowance (service.py), not the scaler's.
+            instance_warmup_period=props.instance_warmup_seconds,
         )
         cluster.add_asg_capacity_provider(self.capacity_provider)
         for command in ecs_agent_commands(warm_pool=props.warm_pool is not None):

@@ -74,6 +74,9 @@ class FleetProps:
     shared_memory_mib: int
     cold_start_budget_seconds: int
     health_check_grace_seconds: int
+    # Boot and ECS registration of a new host, not its model's cold start: ECS holds further scale-out for
+    # hosts inside this warm-up (hosts.py).
+    instance_warmup_seconds: int
     # Engine and model settings for the container, beside the per-type ones the fleet sets itself.
     environment: tuple[tuple[str, str], ...]
     # Requests in flight per host that count as "busy": the service adds a task above it. A share of the

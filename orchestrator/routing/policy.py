@@ -3,7 +3,9 @@
 Weights follow spare healthy capacity. A region that stays bad drops to the floor within `drain_runs`
 runs of its first bad one (after `bad_runs_to_drain` runs confirm it, so one bad minute moves nothing),
 and must look healthy for `healthy_runs_to_recover` runs before it gains weight back, a bounded step
-per run. Missing metrics hold a region where it is; when no region looks healthy the last weights stay.
+per run, damped so that weights settle when requests in flight follow them. Missing metrics hold a
+region where it is; when no region looks healthy, regions without healthy hosts still drain and the rest
+hold.
 """
 
 from __future__ import annotations
@@ -51,12 +53,12 @@ class RegionSignals:
     min_hosts: int
     serving_slots: float  # healthy hosts x per-host concurrency
     requests_in_flight: float
-    degraded: bool = False  # the region's "region degraded" composite alarm is in ALARM
+    degraded: bool = False  # the region's drain alarm (named in config) is in ALARM
 
     def problems(self, params: PolicyParams) -> list[str]:
         found = []
         if self.degraded:
-            found.append("region-degraded alarm")
+            found.append("drain alarm in ALARM")
         if self.slow_first_token_share > params.slow_first_token_share:
             found.append(f"slow first tokens {self.slow_first_token_share:.1%}")
         if self.error_share > params.error_share:
@@ -114,6 +116,7 @@ class _Plan:
     target: int
     detail: str = ""
     steps: bool = True  # bound the move by the step sizes (not for pins)
+    receives: int | None = None  # rank among the regions that take what hostless ones give up (all bad)
     problems: list[str] = field(default_factory=list)
 
 
@@ -185,27 +188,10 @@ def decide(
     looked_at = [p for p in plans.values() if p.status is not Status.PINNED]
     nobody_healthy = looked_at and all(p.problems or p.status is Status.MISSING for p in looked_at)
     if nobody_healthy:
-        every_missing = all(p.status is Status.MISSING for p in looked_at)
-        reason = (
-            "no region reported metrics: last weights kept"
-            if every_missing
-            else "every region looks bad or is missing: last weights kept rather than guess"
-        )
-        for region, plan in plans.items():
-            if plan.status is not Status.PINNED:
-                plan.target = current[region]
+        reason = _when_nobody_is_healthy(params, current, signals, plans)
     else:
         reason = ""
-        spare_total = sum(s.spare_slots for s in eligible.values())
-        if eligible and spare_total > 0:
-            others = sum(p.target for r, p in plans.items() if r not in eligible)
-            targets = spare_capacity_targets(params, max(budget - others, 0), eligible)
-            for region, target in targets.items():
-                if abs(target - current[region]) > DEADBAND:
-                    plans[region].target = target
-                    spare = eligible[region].spare_slots
-                    plans[region].detail = f"spare {spare:.0f} of {spare_total:.0f} slots -> {target}"
-
+        _rebalance(params, budget, current, eligible, plans)
     weights: dict[str, int] = {}
     for region, plan in plans.items():
         weight = current[region]
@@ -216,6 +202,9 @@ def decide(
         else:
             weights[region] = _bounded(weight, plan.target, params.gain_step, params.gain_step)
         weights[region] = max(0, min(MAX_WEIGHT, weights[region]))
+
+    if nobody_healthy:
+        _give_freed_weight(params, current, weights, plans)
 
     if sum(weights.values()) == 0:
         reason = "every weight would be 0: every region set to the floor so DNS still answers"
@@ -230,6 +219,110 @@ def decide(
     if not reason:
         reason = summarize(regions)
     return Decision(weights=weights, memory=new_memory, regions=regions, reason=reason)
+
+
+def utilization(eligible: Mapping[str, RegionSignals]) -> float:
+    """Requests in flight over serving slots across the healthy regions, 0-1."""
+    slots = sum(s.serving_slots for s in eligible.values())
+    if slots <= 0:
+        return 1.0
+    return min(sum(s.requests_in_flight for s in eligible.values()) / slots, 1.0)
+
+
+def _rebalance(
+    params: PolicyParams,
+    budget: int,
+    current: Mapping[str, int],
+    eligible: Mapping[str, RegionSignals],
+    plans: dict[str, _Plan],
+) -> None:
+    """Healthy regions move toward their spare-capacity targets, damped.
+
+    Requests in flight follow the weights: a region given more weight gets more requests, so less spare,
+    so a lower target next run. If load is proportional to weight, the distance to the steady weights
+    is multiplied each run by -u/(1-u) (u: utilization), which swings for ever above u = 0.5 when the
+    whole gap is taken. Moving (1-u)/2 of the way to the target halves the distance every run instead,
+    at any load. A damped step smaller than DEADBAND moves nothing, so weights come to rest instead of
+    creeping a unit a run."""
+    spare_total = sum(s.spare_slots for s in eligible.values())
+    if not eligible or spare_total <= 0:
+        return
+    others = sum(p.target for r, p in plans.items() if r not in eligible)
+    targets = spare_capacity_targets(params, max(budget - others, 0), eligible)
+    damping = (1.0 - utilization(eligible)) / 2
+    for region, target in targets.items():
+        step = round(damping * (target - current[region]))
+        if abs(step) >= DEADBAND:
+            plans[region].target = current[region] + step
+            spare = eligible[region].spare_slots
+            plans[region].detail = f"spare {spare:.0f} of {spare_total:.0f} slots -> {target}"
+
+
+def rank(signals: RegionSignals) -> tuple[int, int, int, float, float]:
+    """Smaller is better: hosts at all, enough hosts, fewer problems, fewer errors, fewer slow streams."""
+    return (
+        signals.healthy_hosts == 0,
+        signals.healthy_hosts < signals.min_hosts,
+        int(signals.degraded),
+        signals.error_share,
+        signals.slow_first_token_share,
+    )
+
+
+def _when_nobody_is_healthy(
+    params: PolicyParams,
+    current: Mapping[str, int],
+    signals: Mapping[str, RegionSignals | None],
+    plans: dict[str, _Plan],
+) -> str:
+    """Every region looks bad or is missing. Holding the last weights could keep most traffic on a region
+    with no healthy host at all, so: regions with no healthy hosts (confirmed bad) still drain to the floor
+    within drain_runs; what they give up goes to the best-ranked region that has hosts; the rest hold."""
+    if all(p.status is Status.MISSING for p in plans.values() if p.status is not Status.PINNED):
+        for region, plan in plans.items():
+            if plan.status is not Status.PINNED:
+                plan.target = current[region]
+        return "no region reported metrics: last weights kept"
+    read = {r: s for r, s in signals.items() if s is not None and r in plans}
+    ranked = sorted(
+        (r for r, p in plans.items() if p.status in (Status.DEGRADED, Status.SUSPECT) and r in read),
+        key=lambda r: (rank(read[r]), r),
+    )
+    hostless = [r for r in ranked if read[r].healthy_hosts == 0 and plans[r].status is Status.DEGRADED]
+    for region, plan in plans.items():
+        if plan.status is Status.PINNED or region in hostless:
+            continue
+        plan.target = current[region]
+    receivers = [r for r in ranked if r not in hostless]
+    for position, region in enumerate(receivers):
+        plans[region].receives = position
+    order = " > ".join(ranked)
+    if hostless:
+        return (
+            f"every region looks bad or is missing; ranked {order}: {', '.join(hostless)} without healthy "
+            f"hosts drain to the floor" + (f", {receivers[0]} first takes their weight" if receivers else "")
+        )
+    return f"every region looks bad or is missing; ranked {order}: last weights kept rather than guess"
+
+
+def _give_freed_weight(
+    params: PolicyParams, current: Mapping[str, int], weights: dict[str, int], plans: dict[str, _Plan]
+) -> None:
+    """The weight regions without hosts gave up this run goes to the receivers, best first, each at most
+    max_step, so their share falls as fast as their weight."""
+    freed = sum(
+        current[r] - weights[r]
+        for r, p in plans.items()
+        if p.status is Status.DEGRADED and weights[r] < current[r] and p.receives is None
+    )
+    for region, plan in sorted(
+        ((r, p) for r, p in plans.items() if p.receives is not None), key=lambda item: item[1].receives or 0
+    ):
+        gain = min(freed, params.max_step, MAX_WEIGHT - weights[region])
+        if gain > 0:
+            weights[region] += gain
+            freed -= gain
+            plan.detail = f"best-ranked of the bad regions: +{gain}"
 
 
 def summarize(regions: tuple[RegionDecision, ...]) -> str:

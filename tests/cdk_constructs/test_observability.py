@@ -11,6 +11,7 @@ from cdk_constructs.observability import FleetView, NeuronView, ObservabilityPro
 PROPS = ObservabilityProps(
     dashboard_name="assistant-us-east-1",
     degraded_alarm_name="assistant-us-east-1-region-degraded",
+    unfit_alarm_name="assistant-us-east-1-region-unfit",
     metrics_namespace="LLMServing",
     model_name="assistant",
     ttft_p99_threshold_ms=900,
@@ -32,12 +33,15 @@ def template(stack, vpc):
     alb = elbv2.ApplicationLoadBalancer(stack, "Alb", vpc=vpc)
     group = elbv2.ApplicationTargetGroup(stack, "Http", vpc=vpc, port=8000, target_type=elbv2.TargetType.IP)
     alb.add_listener("Listener", port=80, default_target_groups=[group])
-    upstream = cloudwatch.Alarm(
-        stack,
-        "Upstream",
-        metric=cloudwatch.Metric(namespace="X", metric_name="Y"),
-        threshold=1,
-        evaluation_periods=1,
+    upstream, serving = (
+        cloudwatch.Alarm(
+            stack,
+            name,
+            metric=cloudwatch.Metric(namespace="X", metric_name=name),
+            threshold=1,
+            evaluation_periods=1,
+        )
+        for name in ("Upstream", "Serving")
     )
     fleets = [
         FleetView(
@@ -61,6 +65,7 @@ def template(stack, vpc):
         target_groups=[group],
         fleets=fleets,
         alarms=[upstream],
+        serving_alarms=[serving],
     )
     return Template.from_stack(stack)
 
@@ -121,14 +126,46 @@ def test_ttft_p99_alarm_at_the_configured_threshold(template):
     assert alarm["Dimensions"] == [{"Name": "Model", "Value": "assistant"}]
 
 
+def _composites(template):
+    return {
+        c["Properties"]["AlarmName"].rsplit("-", 2)[-1]: (logical_id, c["Properties"])
+        for logical_id, c in template.find_resources("AWS::CloudWatch::CompositeAlarm").items()
+    }
+
+
 def test_region_degraded_composite_watches_every_alarm_by_a_known_name(template):
-    composite = next(iter(template.find_resources("AWS::CloudWatch::CompositeAlarm").values()))
-    assert composite["Properties"]["AlarmName"] == "assistant-us-east-1-region-degraded"
-    rule = json.dumps(composite["Properties"]["AlarmRule"])
+    _, composite = _composites(template)["degraded"]
+    assert composite["AlarmName"] == "assistant-us-east-1-region-degraded"
+    rule = json.dumps(composite["AlarmRule"])
     alarms = template.find_resources("AWS::CloudWatch::Alarm")
-    assert len(alarms) == 2
+    assert len(alarms) == 4  # upstream, serving, the TTFT p99 and the target 5xx share
     for logical_id in alarms:
         assert logical_id in rule
+
+
+def test_region_unfit_watches_the_serving_signals_and_the_target_5xx_share_only(template):
+    _, composite = _composites(template)["unfit"]
+    assert composite["AlarmName"] == "assistant-us-east-1-region-unfit"
+    rule = json.dumps(composite["AlarmRule"])
+    heard = {i for i in template.find_resources("AWS::CloudWatch::Alarm") if i in rule}
+    assert {i.rstrip("0123456789ABCDEF") for i in heard} == {"Serving", "ObsTarget5xxShare"}
+    assert "AlarmActions" not in composite
+
+
+def test_target_5xx_share_alarm_is_a_share_of_requests_held_for_the_unfit_minutes(template):
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Threshold": 0.01,
+            "EvaluationPeriods": 2,
+            "DatapointsToAlarm": 2,
+            "ComparisonOperator": "GreaterThanThreshold",
+            "TreatMissingData": "notBreaching",
+            "Metrics": Match.array_with(
+                [Match.object_like({"Expression": "IF(requests > 0, FILL(errors, 0) / requests, 0)"})]
+            ),
+        },
+    )
 
 
 def test_notifications_go_to_an_encrypted_topic_with_the_configured_email(template):
@@ -163,7 +200,7 @@ def test_cloudwatch_may_publish_to_the_topic_only_for_this_accounts_degraded_ala
     assert allow["Effect"] == "Allow"
     assert allow["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
     assert allow["Action"] == "sns:Publish"
-    composite = next(iter(template.find_resources("AWS::CloudWatch::CompositeAlarm")))
+    composite, _ = _composites(template)["degraded"]
     assert allow["Condition"] == {
         "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
         "ArnLike": {"aws:SourceArn": [{"Fn::GetAtt": [composite, "Arn"]}]},

@@ -161,6 +161,11 @@ BAD_CONFIGS = [
         id="cold-start-beyond-health-check-reach",
     ),
     pytest.param(
+        MINIMAL + "serving:\n  instance_warmup_seconds: 20000\n",
+        ["config.yaml:9", "serving.instance_warmup_seconds", "less than or equal to 10000"],
+        id="instance-warmup-beyond-ecs-range",
+    ),
+    pytest.param(
         MINIMAL.replace("s3://bucket/model/", "bucket/model"),
         ["model.artifacts_s3_uri", "must be an S3 URI"],
         id="artifacts-not-s3",
@@ -243,6 +248,34 @@ BAD_CONFIGS = [
             "60 min pre-warm lead",
         ],
         id="overlapping-events-on-one-fleet",
+    ),
+    pytest.param(
+        MINIMAL
+        + EVENT.replace(
+            'end: "2027-07-10T00:00:00-07:00"\n',
+            'end: "2027-07-10T00:00:00-07:00"\n    scale_in_after_minutes: 0\n',
+        ),
+        [
+            "config.yaml:12",
+            "events[name=prime-day].scale_in_after_minutes",
+            "greater than or equal to 1",
+        ],
+        id="event-maximums-lowered-with-the-minimums",
+    ),
+    pytest.param(
+        # Ramps 30 min after prime-day's end (07:00Z), inside its 120 min before the maximums come down.
+        MINIMAL
+        + EVENT
+        + LATER_EVENT.replace("2027-07-09T12:00:00Z", "2027-07-10T08:30:00Z").replace(
+            "2027-07-11T00", "2027-07-12T00"
+        ),
+        [
+            "config.yaml:20",
+            "events[name=cyber-monday].regions.us-east-1.inf2.48xlarge",
+            "overlaps event 'prime-day'",
+            "scale_in_after_minutes after the end",
+        ],
+        id="event-ramping-before-the-previous-ones-scale-in",
     ),
     pytest.param(
         MINIMAL + EVENT + EVENT.removeprefix("events:\n"),
@@ -643,8 +676,9 @@ def test_an_event_already_over_is_a_warning_with_its_line_and_still_validates(tm
     loaded = load_config(path)
     assert loaded.settings.events[0].name == "prime-day"
     assert loaded.warnings == (
-        f"{path}:11: events[name=prime-day].end: event 'prime-day' ended at 2020-07-10T00:00:00-07:00; "
-        "nothing is scheduled for it (remove it when convenient)",
+        f"{path}:11: events[name=prime-day].end: event 'prime-day' ended at 2020-07-10T00:00:00-07:00 "
+        "and its maximums came down at 2020-07-10T02:00:00-07:00; nothing is scheduled for it "
+        "(remove it when convenient)",
     )
 
 
@@ -683,7 +717,8 @@ def test_cli_summarizes_each_event_with_its_ramp(tmp_path: Path, capsys: pytest.
     assert validate_main([str(write(tmp_path, MINIMAL + EVENT))]) == 0
     assert (
         "event prime-day: 2027-07-08T00:00:00-07:00 to 2027-07-10T00:00:00-07:00, bounds raised from "
-        "2027-07-07T23:00:00-07:00: us-east-1 inf2.48xlarge x12-60"
+        "2027-07-07T23:00:00-07:00, minimums restored at the end, maximums from "
+        "2027-07-10T02:00:00-07:00: us-east-1 inf2.48xlarge x12-60"
     ) in capsys.readouterr().out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +115,49 @@ def keys(value: Any):
     elif isinstance(value, list):
         for item in value:
             yield from keys(item)
+
+
+def scheduled_bounds(template: dict[str, Any]) -> dict[str, list[tuple[str, int, int]]]:
+    """Scalable target or Auto Scaling group -> its deployed (min, max) then every scheduled change, as
+    (start time, min, max) in time order: what the bounds are from each moment on."""
+    found: dict[str, list[tuple[str, int, int]]] = {}
+    for name, target in resources(template, "AWS::ApplicationAutoScaling::ScalableTarget").items():
+        properties = target["Properties"]
+        found[name] = [("deploy", int(properties["MinCapacity"]), int(properties["MaxCapacity"]))]
+        actions = properties.get("ScheduledActions", [])
+        found[name] += sorted(
+            (
+                action["Schedule"].removeprefix("at(").removesuffix(")"),
+                int(action["ScalableTargetAction"]["MinCapacity"]),
+                int(action["ScalableTargetAction"]["MaxCapacity"]),
+            )
+            for action in actions
+        )
+    for name, group in resources(template, "AWS::AutoScaling::AutoScalingGroup").items():
+        properties = group["Properties"]
+        found[name] = [("deploy", int(properties["MinSize"]), int(properties["MaxSize"]))]
+    changes: list[tuple[str, str, int, int]] = []
+    for action in resources(template, "AWS::AutoScaling::ScheduledAction").values():
+        properties = action["Properties"]
+        changes.append(
+            (
+                properties["AutoScalingGroupName"]["Ref"],
+                properties["StartTime"].removesuffix("Z"),
+                int(properties["MinSize"]),
+                int(properties["MaxSize"]),
+            )
+        )
+    for group, *change in sorted(changes):
+        found[group].append(tuple(change))  # type: ignore[arg-type]
+    return found
+
+
+def lowered_together(template: dict[str, Any]) -> list[tuple[str, str]]:
+    """(resource, time) of every scheduled change that lowers a maximum at the same time as a minimum:
+    Application Auto Scaling and the capacity provider scale in to a lowered maximum at once."""
+    cuts = []
+    for name, steps in scheduled_bounds(template).items():
+        for (_, low, high), (at, new_low, new_high) in pairwise(steps):
+            if new_low < low and new_high < high:
+                cuts.append((name, at))
+    return cuts

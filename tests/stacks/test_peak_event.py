@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from datetime import UTC
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from cdk_constructs.fleet.rollout import HostBounds
 from settings import Settings, load_settings
 from stacks.serving_app import build_app
-from tests.stacks.conftest import REPO, keys, resources
+from tests.stacks.conftest import REPO, keys, lowered_together, resources, scheduled_bounds
 
 PEAK_CONFIG = REPO / "tests" / "fixtures" / "peak-event.yaml"
 
@@ -44,12 +45,13 @@ def _fleet_of(template: dict[str, Any], logical_id: str) -> str:
     raise AssertionError(logical_id)
 
 
-def test_every_event_fleet_has_its_raise_and_restore_on_the_scalable_target_and_the_group(
+def test_every_event_fleet_has_its_raise_restore_and_scale_in_on_the_scalable_target_and_the_group(
     peak_settings, peak_templates
 ):
     event = peak_settings.events[0]
     ramp = event.ramp_start(peak_settings.serving.cold_start_budget_seconds).astimezone(UTC)
     end = event.end.astimezone(UTC)
+    scale_in = event.scale_in_at.astimezone(UTC)
     for region, template in peak_templates.items():
         expected = {}
         for fleet in peak_settings.regions[region].fleets:
@@ -57,7 +59,8 @@ def test_every_event_fleet_has_its_raise_and_restore_on_the_scalable_target_and_
             if hosts:
                 expected[fleet.instance_type] = [
                     (ramp.strftime("%Y-%m-%dT%H:%M:%S"), hosts.min, hosts.max),
-                    (end.strftime("%Y-%m-%dT%H:%M:%S"), fleet.min, fleet.max),
+                    (end.strftime("%Y-%m-%dT%H:%M:%S"), fleet.min, max(hosts.max, fleet.max)),
+                    (scale_in.strftime("%Y-%m-%dT%H:%M:%S"), fleet.min, fleet.max),
                 ]
         on_targets = {
             _fleet_of(template, name): [
@@ -87,6 +90,22 @@ def test_every_event_fleet_has_its_raise_and_restore_on_the_scalable_target_and_
             for fleet, changes in expected.items()
         }
         assert {fleet: sorted(actions) for fleet, actions in on_groups.items()} == expected_hosts, region
+
+
+def test_no_scheduled_action_lowers_a_maximum_at_the_same_time_as_a_minimum(peak_templates):
+    """At the event's end only the minimums come down; the maximums follow scale_in_after_minutes later,
+    on the scalable targets and on the groups alike."""
+    for region, template in peak_templates.items():
+        assert lowered_together(template) == [], region
+        lowered_max = [
+            (name, at)
+            for name, steps in scheduled_bounds(template).items()
+            for (_, _, high), (at, _, new_high) in pairwise(steps)
+            if new_high < high
+        ]
+        # Both event fleets of us-east-1, the one of us-west-2: a scalable target and a group each.
+        assert len(lowered_max) == {"us-east-1": 4, "us-west-2": 2, "us-east-2": 0}[region], region
+        assert {at for _, at in lowered_max} <= {"2099-07-10T09:00:00"}, region
 
 
 def test_still_no_desired_capacity_anywhere(peak_templates):

@@ -8,7 +8,7 @@ import pytest
 
 from settings import load_settings
 from stacks.serving_app import build_app
-from tests.stacks.conftest import REPO, resources
+from tests.stacks.conftest import REPO, lowered_together, resources
 
 
 @pytest.fixture(scope="module")
@@ -43,3 +43,16 @@ def test_short_of_tasks_alarm_ignores_the_raised_minimum_and_services_roll_back_
         assert not any(a["Properties"].get("MetricName") == "RunningTaskCount" for a in alarms), region
         for service in resources(template, "AWS::ECS::Service").values():
             assert service["Properties"]["DeploymentConfiguration"]["Alarms"]["Rollback"] is True
+
+
+def test_the_events_end_never_lowers_a_maximum_with_a_minimum(prime_day):
+    """Prime Day's end restores every fleet's minimum; its maximums (260 inf2 hosts in us-east-1 against 20
+    of its own) come down two hours later, so target tracking scales in meanwhile."""
+    for region, template in prime_day.items():
+        assert lowered_together(template) == [], region
+        restores = [
+            a["Properties"]
+            for a in resources(template, "AWS::AutoScaling::ScheduledAction").values()
+            if a["Properties"]["StartTime"] == "2027-07-10T07:00:00Z"
+        ]
+        assert restores and all(r["MaxSize"] > 25 for r in restores), region

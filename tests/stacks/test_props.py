@@ -65,6 +65,8 @@ def test_fleet_props_carry_the_config(settings, overlay):
         10,
     )
     assert built.health_check_grace_seconds >= built.cold_start_budget_seconds
+    # Boot and ECS registration, far below the cold start: managed scaling's warm-up holds scale-out.
+    assert (built.instance_warmup_seconds, built.cold_start_budget_seconds) == (300, 1800)
     assert built.shared_memory_mib == 4096
     environment = dict(built.environment)
     assert environment["ENGINE_MAX_NUM_SEQS"] == "32"
@@ -200,28 +202,47 @@ def _inf2(settings, region="us-east-1"):
     return next(f for f in settings.regions[region].fleets if f.instance_type == "inf2.48xlarge")
 
 
-def test_an_event_raises_the_bounds_one_cold_start_and_margin_ahead_and_restores_them_at_its_end(overlay):
+SCALE_IN = timedelta(minutes=120)  # the default scale_in_after_minutes
+
+
+def test_an_event_raises_the_bounds_ahead_restores_the_minimum_at_its_end_and_the_maximum_later(overlay):
     settings = overlay(EVENT)
     schedule = props.fleet_schedule(settings, "us-east-1", _inf2(settings), now=START - timedelta(days=30))
     assert schedule.event_bounds_at_deploy is None
     assert schedule.changes == (
         ScheduledBounds("prime-day-raise", START - LEAD, 12, 60),
-        ScheduledBounds("prime-day-restore", END, 2, 20),
+        ScheduledBounds("prime-day-restore", END, 2, 60),
+        ScheduledBounds("prime-day-scale-in", END + SCALE_IN, 2, 20),
     )
+    later = overlay(EVENT.replace("    prewarm_margin_minutes: 30\n", "    scale_in_after_minutes: 45\n"))
+    changes = props.fleet_schedule(later, "us-east-1", _inf2(later), now=START - timedelta(days=1)).changes
+    assert changes[-1] == ScheduledBounds("prime-day-scale-in", END + timedelta(minutes=45), 2, 20)
+
+
+def test_a_deploy_between_the_end_and_the_scale_in_keeps_the_events_maximum_and_schedules_the_scale_in(
+    overlay,
+):
+    settings = overlay(EVENT)
+    fleet_props = props.fleet_props(settings, "us-east-1", _inf2(settings), now=END + SCALE_IN / 2)
+    assert fleet_props.deployed_bounds == (2, 60)
+    assert fleet_props.scheduled_bounds == (ScheduledBounds("prime-day-scale-in", END + SCALE_IN, 2, 20),)
 
 
 def test_a_deploy_during_the_ramp_keeps_the_event_bounds_and_schedules_only_the_restore(overlay):
     settings = overlay(EVENT)
     fleet_props = props.fleet_props(settings, "us-east-1", _inf2(settings), now=START - LEAD / 2)
     assert fleet_props.deployed_bounds == (12, 60)
-    assert [change.name for change in fleet_props.scheduled_bounds] == ["prime-day-restore"]
+    assert [change.name for change in fleet_props.scheduled_bounds] == [
+        "prime-day-restore",
+        "prime-day-scale-in",
+    ]
     # The fleet's own bounds stay what the restore returns to (and what its alarms read).
     assert (fleet_props.min_hosts, fleet_props.max_hosts) == (2, 20)
 
 
-def test_an_event_that_is_over_schedules_nothing(overlay):
+def test_an_event_whose_maximums_are_down_schedules_nothing(overlay):
     settings = overlay(EVENT)
-    schedule = props.fleet_schedule(settings, "us-east-1", _inf2(settings), now=END)
+    schedule = props.fleet_schedule(settings, "us-east-1", _inf2(settings), now=END + SCALE_IN)
     assert (schedule.event_bounds_at_deploy, schedule.changes) == (None, ())
 
 
@@ -246,16 +267,17 @@ def _bounds_at(fleet_props, moment):
 @settings_profile(max_examples=30, deadline=None)
 @given(
     windows=st.lists(
-        st.tuples(st.integers(2, 72), st.integers(1, 96), st.integers(3, 40)), min_size=1, max_size=4
+        st.tuples(st.integers(3, 72), st.integers(1, 96), st.integers(3, 40)), min_size=1, max_size=4
     ),
     now_offset=st.integers(-10, 400),
 )
 def test_at_every_moment_after_deploy_the_bounds_are_the_event_in_its_window_else_the_fleet(
     windows, now_offset
 ):
-    """Events spaced by at least their lead never overlap; whenever `now` falls, the scheduled changes
-    applied on top of the deployed bounds give the event's bounds inside [ramp start, end), else the
-    fleet's own."""
+    """Events spaced by more than their lead and scale-in never overlap; whenever `now` falls, the scheduled
+    changes applied on top of the deployed bounds give the event's bounds inside [ramp start, end), the
+    fleet's minimum under the event's maximum until the scale-in, else the fleet's own; and no change
+    lowers a maximum together with a minimum."""
     origin = datetime(2027, 1, 1, tzinfo=UTC)
     events, expected, cursor = [], [], origin
     for index, (gap_hours, hours, hosts) in enumerate(windows):
@@ -270,13 +292,19 @@ def test_at_every_moment_after_deploy_the_bounds_are_the_event_in_its_window_els
             }
         )
         expected.append((start - LEAD, end, (hosts, hosts + 10)))
-        cursor = end
+        # The fleet's own floor; the larger ceiling (raising a maximum at the end is never a cut).
+        expected.append((end, end + SCALE_IN, (2, max(hosts + 10, 20))))
+        cursor = end + SCALE_IN
     settings = Settings.model_validate({**DEFAULT_DATA, "events": events})
     now = origin + timedelta(hours=now_offset)
     schedule = props.fleet_props(settings, "us-east-1", _inf2(settings), now=now)
     changes = schedule.scheduled_bounds
     assert [change.at for change in changes] == sorted(change.at for change in changes)
     assert all(change.at > now for change in changes)
+    held = schedule.deployed_bounds
+    for change in changes:
+        assert not (change.min_hosts < held[0] and change.max_hosts < held[1]), change
+        held = (change.min_hosts, change.max_hosts)
     probes = [now] + [
         moment for ramp, end, _ in expected for moment in (ramp, end - timedelta(seconds=1), end)
     ]

@@ -9,6 +9,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from settings.instances import INSTANCES
 from stacks.props import global_stack_name, stack_name
+from stacks.routing_names import orchestrator_config
 from tests.stacks.conftest import keys, resources
 
 ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
@@ -152,11 +153,67 @@ def test_hosts_boot_the_pinned_neuron_ami_release(settings, templates):
         assert not any("recommended" in str(d) for d in defaults)
 
 
-def test_region_degraded_hears_every_fleets_neuron_and_task_alarms(templates):
-    # (The routing endpoint's single-metric alarms are Route 53's, not the composite's.)
+def _composite(template, suffix):
+    (composite,) = [
+        alarm
+        for alarm in resources(template, "AWS::CloudWatch::CompositeAlarm").values()
+        if alarm["Properties"]["AlarmName"].endswith(suffix)
+    ]
+    return composite["Properties"]
+
+
+def _rule_alarms(template, composite) -> set[str]:
+    """Logical ids of the metric alarms a composite's rule names (ALARM("<arn>") of each)."""
+    rule = json.dumps(composite["AlarmRule"])
+    return {logical_id for logical_id in resources(template, "AWS::CloudWatch::Alarm") if logical_id in rule}
+
+
+def test_region_unfit_hears_only_the_region_wide_serving_signals(settings, templates):
+    """One host's uncorrected ECC error, a NAT port-allocation error or tasks short of desired page through
+    region-degraded; only what says the whole region serves badly makes it unfit, which is what the
+    orchestrator drains on."""
     for region, template in templates.items():
-        composite = next(iter(resources(template, "AWS::CloudWatch::CompositeAlarm").values()))
-        rule = json.dumps(composite["Properties"]["AlarmRule"])
+        unfit = _composite(template, "-region-unfit")
+        assert unfit["AlarmName"] == f"{settings.project}-{region}-region-unfit"
+        alarms = resources(template, "AWS::CloudWatch::Alarm")
+        heard = _rule_alarms(template, unfit)
+        kinds = sorted(re.sub(r"[0-9A-F]{8}$", "", logical_id).split("Alarm")[0] for logical_id in heard)
+        assert kinds == [
+            "LoadBalancerGrpcNoHealthyTargets",
+            "LoadBalancerHttpNoHealthyTargets",
+            "ObservabilityTarget5xxShare",
+            "RoutingEndpointErrorShare",
+            "RoutingEndpointSlowFirstTokenShare",
+        ], region
+        assert not [i for i in heard if i.startswith(("Fleet", "Network"))], region
+        assert "AlarmActions" not in unfit  # region-degraded pages for all of them
+        share = next(
+            alarm["Properties"]
+            for logical_id, alarm in alarms.items()
+            if logical_id.startswith("ObservabilityTarget5xxShare")
+        )
+        assert share["Threshold"] == settings.routing.error_share
+        assert share["EvaluationPeriods"] == share["DatapointsToAlarm"] == settings.routing.bad_runs_to_drain
+        expressions = {m["Id"]: m for m in share["Metrics"]}
+        assert expressions["errors"]["MetricStat"]["Metric"]["MetricName"] == "HTTPCode_Target_5XX_Count"
+        assert expressions["requests"]["MetricStat"]["Metric"]["MetricName"] == "RequestCount"
+        # Every alarm still pages through region-degraded, the unfit signals included.
+        degraded = _composite(template, "-region-degraded")
+        assert _rule_alarms(template, degraded) == set(alarms), region
+        assert degraded["AlarmActions"], region
+
+
+def test_the_orchestrator_drains_on_region_unfit_not_region_degraded(settings):
+    config = orchestrator_config(settings)
+    assert [region.degraded_alarm for region in config.regions] == [
+        f"{settings.project}-{region}-region-unfit" for region in settings.regions
+    ]
+
+
+def test_region_degraded_hears_every_fleets_neuron_and_task_alarms(templates):
+    for region, template in templates.items():
+        composite = _composite(template, "-region-degraded")
+        rule = json.dumps(composite["AlarmRule"])
         metric_names = set()
         for logical_id, alarm in resources(template, "AWS::CloudWatch::Alarm").items():
             if logical_id.startswith("Fleet"):

@@ -30,6 +30,7 @@ def fleet_props(instance_type="inf2.48xlarge", **overrides):
         shared_memory_mib=4096,
         cold_start_budget_seconds=1800,
         health_check_grace_seconds=2400,
+        instance_warmup_seconds=300,
         environment=(("ENGINE_MAX_NUM_SEQS", "32"),),
         target_requests_in_flight=24.0,
         metrics_namespace="LLMServing",

@@ -46,6 +46,16 @@ def test_capacity_provider_manages_scaling_termination_protection_and_draining(t
     )
 
 
+def test_managed_scaling_warms_up_for_boot_and_registration_not_the_models_cold_start(stack, vpc):
+    """ECS holds further scale-out for hosts inside their warm-up: a cold-start-long warm-up (1800 s) would
+    allow one batch of hosts per half hour during a surge."""
+    _, template = build(stack, vpc, fleet_props(instance_warmup_seconds=240, cold_start_budget_seconds=1800))
+    providers = template.find_resources("AWS::ECS::CapacityProvider")
+    (provider,) = providers.values()
+    scaling = provider["Properties"]["AutoScalingGroupProvider"]["ManagedScaling"]
+    assert scaling["InstanceWarmupPeriod"] == 240
+
+
 def test_inf2_keeps_weights_on_an_encrypted_ebs_volume_sized_from_config(template):
     data = template.to_json()
     launch = next(iter(template.find_resources("AWS::EC2::LaunchTemplate").values()))

@@ -182,3 +182,71 @@ def test_weights_that_would_all_be_zero_become_the_floor():
     weights = {r: 0 for r in REGIONS}
     decision = decide(PARAMS, 100, weights, {r: None for r in REGIONS}, {})
     assert decision.weights == {r: PARAMS.floor for r in REGIONS}
+
+
+def test_when_every_region_is_bad_a_region_without_healthy_hosts_loses_its_share_within_drain_runs():
+    """Holding the last weights kept 93% of answers on a region with no healthy host."""
+    weights = {"us-east-1": 186, "us-west-2": 7, "us-east-2": 7}
+    signals = {
+        "us-east-1": RegionSignals(0.0, 0.0, 0, 4, 0, 0, degraded=True),
+        "us-west-2": RegionSignals(0.05, 0.02, 8, 2, 256, 200),  # bad, but serving
+        "us-east-2": RegionSignals(0.2, 0.1, 4, 1, 128, 100),  # worse
+    }
+    memory = {r: RegionMemory(good_runs=9) for r in REGIONS}
+    for _ in range(PARAMS.drain_runs):
+        decision = decide(PARAMS, 100, weights, signals, memory)
+        weights, memory = decision.weights, decision.memory
+    assert weights["us-east-1"] == PARAMS.floor
+    assert weights["us-east-1"] / sum(weights.values()) < 0.05
+    assert weights["us-west-2"] > weights["us-east-2"] == 7  # the best-ranked takes the weight
+    assert "ranked us-west-2 > us-east-2 > us-east-1" in decision.reason
+
+
+@given(params_strategy, weights_strategy, st.fixed_dictionaries({r: signals_strategy for r in REGIONS}))
+def test_when_every_region_is_bad_weights_never_all_zero_and_hostless_regions_never_gain(
+    params, weights, signals
+):
+    signals = {r: RegionSignals(0.5, 0.5, s.healthy_hosts, s.min_hosts, 10, 5) for r, s in signals.items()}
+    memory = {r: RegionMemory(bad_runs=5) for r in REGIONS}
+    decision = decide(params, 100, weights, signals, memory)
+    assert sum(decision.weights.values()) > 0
+    for region, s in signals.items():
+        if s.healthy_hosts == 0 and sum(weights.values()) > 0:
+            assert decision.weights[region] <= max(weights[region], params.floor)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    slots=st.fixed_dictionaries({r: st.floats(20, 2000) for r in REGIONS}),
+    load=st.floats(0.05, 0.98),
+    weights=st.fixed_dictionaries({r: st.integers(1, 100) for r in REGIONS}),
+)
+def test_steady_demand_with_requests_following_the_weights_converges(slots, load, weights):
+    """The feedback the real fleet has: each region's requests in flight are its share of the answers
+    times the demand. Sixty runs at steady demand: the last twenty change nothing."""
+    demand = load * sum(slots.values())
+    memory = {r: RegionMemory(good_runs=9) for r in REGIONS}
+    history = []
+    for _ in range(60):
+        total = sum(weights.values())
+        signals = {
+            r: RegionSignals(0.001, 0.0, 12, 4, slots[r], demand * weights[r] / total) for r in REGIONS
+        }
+        decision = decide(PARAMS, 100, weights, signals, memory)
+        weights, memory = decision.weights, decision.memory
+        history.append(weights)
+    assert all(h == history[-1] for h in history[-20:]), history[-20:]
+
+
+def test_the_attack_suites_forty_thirty_swing_settles():
+    """Two equal regions at 70% load started 40/30 swung 40<->30 every minute for ever."""
+    weights = {"us-east-1": 40, "us-west-2": 30}
+    memory = {r: RegionMemory(good_runs=9) for r in weights}
+    seen = []
+    for _ in range(30):
+        total = sum(weights.values())
+        signals = {r: RegionSignals(0.001, 0.0, 12, 4, 384, 0.7 * 768 * weights[r] / total) for r in weights}
+        decision = decide(PARAMS, 70, weights, signals, memory)
+        weights, memory = decision.weights, decision.memory
+        seen.append(weights["us-east-1"])
+    assert len(set(seen[-10:])) == 1
