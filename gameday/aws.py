@@ -79,7 +79,7 @@ class Orchestrator:
         os.environ["ORCHESTRATOR_CONFIG"] = self.config.to_json()
         # The handler's Powertools logger and EMF metrics print to stdout: the twin's output is elsewhere.
         self._sink = open(os.devnull, "w")  # noqa: SIM115 (closed in close())
-        lambda_handler.logger.registered_handler.setStream(self._sink)  # type: ignore[attr-defined]
+        self._stream = lambda_handler.logger.registered_handler.setStream(self._sink)  # type: ignore[attr-defined]
 
     def client(self, service: str, region: str) -> Any:
         if (service, region) not in self._clients:
@@ -189,6 +189,7 @@ class Orchestrator:
     def close(self) -> None:
         boto3.DEFAULT_SESSION.events.unregister("before-call", self._hook)  # type: ignore[union-attr]
         self._mock.stop()
+        lambda_handler.logger.registered_handler.setStream(self._stream)  # type: ignore[attr-defined]
         self._sink.close()
         for key, value in self._saved.items():
             if value is None:

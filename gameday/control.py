@@ -121,13 +121,16 @@ class FleetState:
                     events.append(f"{self.control.instance_type}: scale out {self.desired} -> {new}")
                     self.desired = new
                     self.last_scale_out = self.last_scale_activity = minute
-        elif self.below >= SCALE_IN_DATAPOINTS and wanted < self.desired:
-            if minute - self.last_scale_activity >= tracking.scale_in_cooldown / 60:
-                new = max(wanted, self.service_min)
-                if new < self.desired:
-                    events.append(f"{self.control.instance_type}: scale in {self.desired} -> {new}")
-                    self.desired = new
-                    self.last_scale_activity = minute
+        elif (
+            self.below >= SCALE_IN_DATAPOINTS
+            and wanted < self.desired
+            and minute - self.last_scale_activity >= tracking.scale_in_cooldown / 60
+        ):
+            new = max(wanted, self.service_min)
+            if new < self.desired:
+                events.append(f"{self.control.instance_type}: scale in {self.desired} -> {new}")
+                self.desired = new
+                self.last_scale_activity = minute
 
     def _stop_tasks(self, count: int) -> int:
         """Stop `count` tasks, those not serving yet first; returns how many serving tasks stopped."""

@@ -14,6 +14,7 @@ from gameday import alarms as cw
 from gameday.aws import Orchestrator
 from gameday.control import FleetState
 from gameday.dns import Clients, answer_shares
+from gameday.metrics import datapoints
 from gameday.scenario import (
     ApiErrors,
     CapacityShortage,
@@ -31,7 +32,6 @@ from planner.simulate import HostGroup
 from settings.schema import Settings
 
 INGESTION_MINUTES = 1  # a minute's datapoint is readable one minute after the minute ends
-GAUGE_SAMPLES = 6  # the containers' 10 s gauges, per host and minute
 PREROLL_MINUTES = 20  # run before minute 0 so alarms, metrics and the orchestrator start with history
 OVERLOAD_TTFT_MS = 30_000.0  # beyond the throughput bound queues grow until clients give up
 
@@ -200,40 +200,10 @@ class Twin:
         """Put every minute up to `upto` that was not put yet, with its simulated timestamp."""
         namespace = self.orchestrator.config.metrics_namespace
         model = self.orchestrator.config.model_name
-        dimensions = [{"Name": "Model", "Value": model}]
         data: list[dict[str, Any]] = []
         for minute in range(twin.published, upto + 1):
-            at = self.start + timedelta(minutes=minute)
             raw = {key: values.get(minute) for key, values in twin.series.items()}
-            requests = raw.get("requests") or 0.0
-            served = raw.get("served_requests") or 0.0
-            reporting = raw.get("reporting_hosts") or 0.0
-
-            def stat(metric: str, count: float, total: float, low: float, high: float) -> None:
-                data.append(
-                    {
-                        "MetricName": metric,
-                        "Dimensions": dimensions,
-                        "Timestamp": at,
-                        "StatisticValues": {
-                            "SampleCount": count,
-                            "Sum": total,
-                            "Minimum": low,
-                            "Maximum": high,
-                        },
-                    }
-                )
-
-            if served >= 1:
-                stat("SlowFirstToken", served, served * (raw.get("slow_share") or 0.0), 0, 1)
-            if requests >= 1:
-                stat("RequestFailed", requests, requests * (raw.get("error_share") or 0.0), 0, 1)
-            if reporting >= 1:
-                samples = reporting * GAUGE_SAMPLES
-                inflight = raw.get("in_flight") or 0.0
-                slots = raw.get("slots") or 0.0
-                stat("RequestsInFlight", samples, inflight * GAUGE_SAMPLES, 0, max(inflight / reporting, 0))
-                stat("ServingSlots", samples, slots * GAUGE_SAMPLES, 0, max(slots / reporting, 0))
+            data.extend(datapoints(raw, self.start + timedelta(minutes=minute), model))
         twin.published = max(twin.published, upto + 1)
         for offset in range(0, len(data), 1000):
             self.orchestrator.publish(name, namespace, data[offset : offset + 1000])

@@ -71,7 +71,8 @@ def judge(
     for region, missed in outside.items():
         if missed:
             violations.append(
-                f"{region}: SLO missed in {len(missed)} minutes outside fault grace (first at minute {missed[0]})"
+                f"{region}: SLO missed in {len(missed)} minutes outside fault grace "
+                f"(first at minute {missed[0]})"
             )
 
     for previous, current in itertools.pairwise(minutes):
@@ -105,8 +106,8 @@ def judge(
             ]
             if late:
                 violations.append(
-                    f"{fault.region}: still in Route 53's answers {len(late)} minutes after the {DRAIN_MINUTES}-minute "
-                    f"deadline (minute {late[0]})"
+                    f"{fault.region}: still in Route 53's answers {len(late)} minutes after the "
+                    f"{DRAIN_MINUTES}-minute deadline (minute {late[0]})"
                 )
             if fault.until is not None and minutes:
                 last = minutes[-1].regions[fault.region].weight

@@ -24,9 +24,15 @@ CASES = [
     (GOOD.replace('-07:00"', '"'), ":2: start: needs an offset"),
     (GOOD.replace("[[0, 900], [20, 2500]]", "[[20, 900], [0, 2500]]"), ":4: traffic: us-east-1: the points"),
     (GOOD + "faults:\n  - {kind: region_gone, region: us-east-1, at: 3}\n", ":7: faults[0]"),
-    (GOOD + "faults:\n  - {kind: region_down, region: us-east-1, at: 9, until: 4}\n", "until (4) must be after"),
+    (
+        GOOD + "faults:\n  - {kind: region_down, region: us-east-1, at: 9, until: 4}\n",
+        "until (4) must be after",
+    ),
     (GOOD + "faults:\n  - {kind: api_errors, service: lambda, at: 3}\n", ":7: faults[0].api_errors.service"),
-    (GOOD + "dns: {ttl_seconds: 60, stale: 0.1}\n", ":6: dns.stale: unknown key; did you mean 'stale_share'?"),
+    (
+        GOOD + "dns: {ttl_seconds: 60, stale: 0.1}\n",
+        ":6: dns.stale: unknown key; did you mean 'stale_share'?",
+    ),
     (GOOD.replace("config: ", "config: missing-"), ":1: config: file"),
 ]
 
@@ -45,7 +51,8 @@ def test_a_bad_scenario_names_file_line_and_key(tmp_path, text, message):
     [
         ("  eu-west-9: [[0, 10]]\n", ":6: traffic.eu-west-9: not a region of"),
         (
-            "faults:\n  - {kind: capacity_shortage, region: us-east-2, instance_type: trn2.48xlarge, at: 0}\n",
+            "faults:\n  - {kind: capacity_shortage, region: us-east-2, instance_type: trn2.48xlarge, "
+            "at: 0}\n",
             "instance_type: us-east-2 has no trn2.48xlarge fleet",
         ),
     ],

@@ -3,6 +3,7 @@ orchestrator handler on moto): its verdict and the figures the game-day issue as
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -55,7 +56,7 @@ def test_unplanned_surge_adds_hosts_in_steps_minutes_apart(tmp_path_factory):
     hosts = series(run, "us-east-1", "hosts")
     steps = [m for m in range(1, len(hosts)) if hosts[m] > hosts[m - 1]]
     assert len(steps) >= 2
-    assert max(b - a for a, b in zip(steps, steps[1:], strict=False)) < 20
+    assert max(b - a for a, b in itertools.pairwise(steps)) < 20
 
 
 def test_engine_deaths_take_hosts_out_of_rotation_not_the_region(tmp_path_factory):
@@ -74,7 +75,7 @@ def test_orchestrator_faults_never_overstep_or_drain(tmp_path_factory):
     assert run.summary.verdict == "pass", run.summary.violations
     for region in ("us-east-1", "us-west-2", "us-east-2"):
         weights = series(run, region, "weight")
-        assert max(abs(b - a) for a, b in zip(weights, weights[1:], strict=False)) <= 10
+        assert max(abs(b - a) for a, b in itertools.pairwise(weights)) <= 10
         assert min(weights) > 5
 
 
@@ -88,8 +89,11 @@ def test_event_end_loses_no_large_share_of_tasks_in_any_minute(tmp_path_factory)
 def test_json_output_is_one_object_per_minute_then_the_summary(tmp_path, capsys):
     path = tmp_path / "short.yaml"
     path.write_text(
-        (SCENARIOS / "engine-deaths.yaml").read_text().replace("minutes: 90", "minutes: 6")
-        .replace("../../config", str(REPO / "config")).replace("at: 20", "at: 2")
+        (SCENARIOS / "engine-deaths.yaml")
+        .read_text()
+        .replace("minutes: 90", "minutes: 6")
+        .replace("../../config", str(REPO / "config"))
+        .replace("at: 20", "at: 2")
     )
     status = main([str(path), "--json", "--png", str(tmp_path / "short.png")])
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

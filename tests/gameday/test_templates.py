@@ -3,6 +3,7 @@ behaves differently."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from datetime import datetime, timedelta
@@ -66,7 +67,9 @@ def test_the_read_parameters_are_the_templates(assembly):
     assert region.record_check in region.health_checks
 
 
-def test_a_shorter_capacity_provider_warm_up_in_the_template_launches_hosts_in_closer_steps(assembly, tmp_path):
+def test_a_shorter_capacity_provider_warm_up_in_the_template_launches_hosts_in_closer_steps(
+    assembly, tmp_path
+):
     as_deployed = launches_under_surge(assembly)
 
     def warm_up_300(resources):
@@ -77,7 +80,7 @@ def test_a_shorter_capacity_provider_warm_up_in_the_template_launches_hosts_in_c
         )
 
     changed = launches_under_surge(edited(assembly, tmp_path, warm_up_300))
-    gaps = lambda minutes: [b - a for a, b in zip(minutes, minutes[1:], strict=False)]  # noqa: E731
+    gaps = lambda minutes: [b - a for a, b in itertools.pairwise(minutes)]  # noqa: E731
     assert as_deployed and changed
     assert len(changed) > len(as_deployed)
     assert max(gaps(changed)) < min(gaps(as_deployed) or [90])
@@ -93,7 +96,11 @@ def test_an_alarm_needing_more_datapoints_in_the_template_fires_later(assembly, 
         set_all(
             resources,
             "AWS::CloudWatch::Alarm",
-            lambda p: p.update(EvaluationPeriods=5, DatapointsToAlarm=5) if p.get("MetricName") == "SlowFirstToken" else None,
+            lambda p: (
+                p.update(EvaluationPeriods=5, DatapointsToAlarm=5)
+                if p.get("MetricName") == "SlowFirstToken"
+                else None
+            ),
         )
 
     changed = slow_alarm(read_deployment(edited(assembly, tmp_path, five_of_five)).regions[REGION])
@@ -109,7 +116,10 @@ def test_composite_rules_and_calculated_health_checks(assembly):
     states = dict.fromkeys(region.alarms, alarms.OK)
     assert alarms.composite_states(region.composites, states)[degraded.logical_id] == alarms.OK
     ttft = next(key for key, alarm in region.alarms.items() if alarm.metrics == ("TimeToFirstToken",))
-    assert alarms.composite_states(region.composites, {**states, ttft: alarms.ALARM})[degraded.logical_id] == "ALARM"
+    assert (
+        alarms.composite_states(region.composites, {**states, ttft: alarms.ALARM})[degraded.logical_id]
+        == "ALARM"
+    )
     # The record's calculated check fails when any one of its three children does (threshold 3 of 3).
     slow = next(key for key, alarm in region.alarms.items() if alarm.metrics == ("SlowFirstToken",))
     assert alarms.health(region.health_checks, states, {})[region.record_check]
