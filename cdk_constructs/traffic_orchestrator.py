@@ -9,22 +9,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Aws, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from cdk_constructs.log_encryption import retention_at_least
+from cdk_constructs.log_encryption import EncryptedLogs, LogProps
 from cdk_constructs.nag import acknowledge
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 POWERTOOLS_PARAMETER = "/aws/service/powertools/python/x86_64/python3.14/{version}"
 HANDLER = "routing.handler.handler"
+# Lambda's shortest maximum event age (AWS::Lambda::EventInvokeConfig, 60-21600 s): a run queued longer
+# (throttled behind the one allowed run) is dropped, the next scheduled one reads fresher minutes.
+MAX_EVENT_AGE = Duration.seconds(60)
 
 
 @dataclass(frozen=True)
@@ -47,18 +52,15 @@ class OrchestratorProps:
     override_parameter: str  # written by operators (`make traffic`)
     powertools_version: str
     log_retention_days: int
+    alarm_email: str | None = None  # subscribed to the orchestrator's alarm topic
 
 
 class TrafficOrchestrator(Construct):
     def __init__(self, scope: Construct, id: str, *, props: OrchestratorProps) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
-        self.log_group = logs.LogGroup(
-            self,
-            "Logs",
-            retention=retention_at_least(props.log_retention_days),
-            removal_policy=RemovalPolicy.DESTROY,
-        )
+        self.logs = EncryptedLogs(self, "Encryption", props=LogProps(retention_days=props.log_retention_days))
+        self.log_group = self.logs.log_group("Logs")
         self.role = iam.Role(
             self,
             "Role",
@@ -83,8 +85,10 @@ class TrafficOrchestrator(Construct):
             role=self.role,
             log_group=self.log_group,
             memory_size=256,
-            # Shorter than the schedule, so two runs never overlap.
+            # Shorter than the schedule; and one run at a time, so two runs never overlap even when a
+            # delivery is late or repeated.
             timeout=Duration.seconds(50),
+            reserved_concurrent_executions=1,
             description="Moves Route 53 weights between regions from their health and spare capacity",
             environment={
                 "ORCHESTRATOR_CONFIG": props.config_json,
@@ -106,17 +110,74 @@ class TrafficOrchestrator(Construct):
                 targets.LambdaFunction(self.function, retry_attempts=0, max_event_age=Duration.seconds(60))
             ],
         )
+        # EventBridge's own retries are off above; Lambda's asynchronous invocation has its own (2, for up
+        # to 6 hours by default): none, and no event older than a minute (Lambda developer guide,
+        # "Configuring error handling for asynchronous invocation").
+        self.function.configure_async_invoke(retry_attempts=0, max_event_age=MAX_EVENT_AGE)
+        self._alarms(props)
+
+    def _alarms(self, props: OrchestratorProps) -> None:
+        """Silence is a failure too: errors, throttled runs and runs that did not happen all notify."""
+        self.logs.allow_alarm_notifications()
+        self.topic = sns.Topic(self, "AlarmTopic", master_key=self.logs.key, enforce_ssl=True)
+        if props.alarm_email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(props.alarm_email))
+        minute = Duration.minutes(1)
         self.failing_alarm = cloudwatch.Alarm(
             self,
             "Failing",
             alarm_description="The traffic orchestrator failed in 3 of the last 5 minutes: weights frozen "
-            "(Route 53 health checks still fail regions out)",
-            metric=self.function.metric_errors(period=Duration.minutes(1), statistic="Sum"),
+            "(Route 53 health checks still fail regions out). Its log has one 'run failed' line per failure.",
+            metric=self.function.metric_errors(period=minute, statistic="Sum"),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
+            # No invocation is the NotRunning alarm's concern.
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.throttled_alarm = cloudwatch.Alarm(
+            self,
+            "Throttled",
+            alarm_description="Traffic orchestrator runs throttled in 3 of the last 5 minutes: a run took "
+            "longer than a minute (one run at a time), so scheduled runs were dropped",
+            metric=self.function.metric_throttles(period=minute, statistic="Sum"),
             threshold=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             evaluation_periods=5,
             datapoints_to_alarm=3,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.not_running_alarm = cloudwatch.Alarm(
+            self,
+            "NotRunning",
+            alarm_description="The traffic orchestrator was not invoked in 3 of the last 5 minutes (schedule "
+            "disabled or deleted, function throttled or removed): weights frozen",
+            metric=self.function.metric_invocations(period=minute, statistic="Sum"),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
+            # No datapoint is no invocation: the very thing this alarm is for.
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+        )
+        self.alarms = (self.failing_alarm, self.throttled_alarm, self.not_running_alarm)
+        for alarm in self.alarms:
+            alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
+            alarm.add_ok_action(cloudwatch_actions.SnsAction(self.topic))
+        # The topic's policy replaces SNS's default one (enforce_ssl), so CloudWatch must be allowed to
+        # publish explicitly: for these alarms, from this account.
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarms",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                    "ArnLike": {"aws:SourceArn": [alarm.alarm_arn for alarm in self.alarms]},
+                },
+            )
         )
 
     def _grant(self, props: OrchestratorProps, stack: Stack) -> None:

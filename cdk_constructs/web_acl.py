@@ -48,8 +48,52 @@ REDACTED_HEADERS = ("authorization", "cookie")
 @dataclass(frozen=True)
 class WebAclProps:
     name: str  # names the web ACL, its metrics and (with the prefix) its log group
-    rate_limit_per_ip: int
+    rate_limit_per_ip: int  # per client, as rate_limit_key counts them
     rate_limit_window_seconds: int
+    # "ip": the connecting address; "forwarded_ip": the first address in `rate_limit_header`; "header": the
+    # header's value (settings/schema.py, WafConfig, says when each fits).
+    rate_limit_key: str = "ip"
+    rate_limit_header: str | None = None
+    # With a key other than ip: a per-address rule beside it, for requests without the header (WAF leaves
+    # those out of a keyed rate rule) and as the ceiling of any one address.
+    source_ip_backstop_limit: int | None = None
+
+
+def rate_based_statement(props: WebAclProps) -> wafv2.CfnWebACL.RateBasedStatementProperty:
+    """What the rate rule counts per. A forwarded address without a valid value falls back to MATCH: those
+    requests are counted together as one client rather than let through uncounted (AWS WAF developer
+    guide, "Using forwarded IP addresses")."""
+    window = props.rate_limit_window_seconds
+    limit = props.rate_limit_per_ip
+    if props.rate_limit_key == "forwarded_ip":
+        return wafv2.CfnWebACL.RateBasedStatementProperty(
+            aggregate_key_type="FORWARDED_IP",
+            forwarded_ip_config=wafv2.CfnWebACL.ForwardedIPConfigurationProperty(
+                header_name=props.rate_limit_header or "X-Forwarded-For", fallback_behavior="MATCH"
+            ),
+            limit=limit,
+            evaluation_window_sec=window,
+        )
+    if props.rate_limit_key == "header":
+        assert props.rate_limit_header is not None  # validated with the settings
+        return wafv2.CfnWebACL.RateBasedStatementProperty(
+            aggregate_key_type="CUSTOM_KEYS",
+            custom_keys=[
+                wafv2.CfnWebACL.RateBasedStatementCustomKeyProperty(
+                    header=wafv2.CfnWebACL.RateLimitHeaderProperty(
+                        name=props.rate_limit_header,
+                        text_transformations=[
+                            wafv2.CfnWebACL.TextTransformationProperty(priority=0, type="NONE")
+                        ],
+                    )
+                )
+            ],
+            limit=limit,
+            evaluation_window_sec=window,
+        )
+    return wafv2.CfnWebACL.RateBasedStatementProperty(
+        aggregate_key_type="IP", limit=limit, evaluation_window_sec=window
+    )
 
 
 def _visibility(metric_name: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:
@@ -69,22 +113,26 @@ class ServingWebAcl(Construct):
         load_balancer: elbv2.IApplicationLoadBalancer,
     ) -> None:
         super().__init__(scope, id)
+        rate_limits = [
+            ("RateLimitPerClientIp" if props.rate_limit_key == "ip" else "RateLimitPerClient",
+             rate_based_statement(props), "rate-limit"),
+        ]  # fmt: skip
+        if props.rate_limit_key != "ip" and props.source_ip_backstop_limit is not None:
+            backstop = WebAclProps(
+                props.name, props.source_ip_backstop_limit, props.rate_limit_window_seconds
+            )
+            rate_limits.append(("RateLimitPerSourceIp", rate_based_statement(backstop), "source-ip-limit"))
         rules = [
             wafv2.CfnWebACL.RuleProperty(
-                name="RateLimitPerClientIp",
-                priority=0,
+                name=name,
+                priority=priority,
                 action=wafv2.CfnWebACL.RuleActionProperty(block={}),
-                statement=wafv2.CfnWebACL.StatementProperty(
-                    rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
-                        aggregate_key_type="IP",
-                        limit=props.rate_limit_per_ip,
-                        evaluation_window_sec=props.rate_limit_window_seconds,
-                    )
-                ),
-                visibility_config=_visibility(f"{props.name}-rate-limit"),
+                statement=wafv2.CfnWebACL.StatementProperty(rate_based_statement=statement),
+                visibility_config=_visibility(f"{props.name}-{metric}"),
             )
+            for priority, (name, statement, metric) in enumerate(rate_limits)
         ]
-        for priority, (group, counted) in enumerate(MANAGED_RULE_GROUPS, start=1):
+        for priority, (group, counted) in enumerate(MANAGED_RULE_GROUPS, start=len(rules)):
             rules.append(
                 wafv2.CfnWebACL.RuleProperty(
                     name=group,

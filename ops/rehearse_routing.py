@@ -1,5 +1,5 @@
 """`python -m ops.rehearse_routing SCENARIO [--json] [--config FILE] [--png FILE]`: replay a scenario through
-the orchestrator's real policy, minute by minute, offline.
+the orchestrator's real signal reader and policy, minute by minute, offline.
 
 Prints the weights and reasons as a table (with --json: one JSON object per minute,
 `{"minute": N, "weights": {region: int}, "reason": "..."}`), writes a PNG of weight per region over time,
@@ -14,7 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from ops.routing_scenario import Minute, Scenario, drains, load_scenario, replay
+from ops.routing_replay import replay
+from ops.routing_scenario import Minute, Scenario, drains, load_scenario
 from orchestrator.routing.policy import PolicyParams
 from settings.loader import ConfigError, load_settings
 from stacks.routing_names import policy_params

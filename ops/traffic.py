@@ -1,8 +1,10 @@
-"""`python -m ops.traffic [--config FILE] show | pin REGION=WEIGHT... [--for 2h] [--reason TEXT] | clear`
+"""`python -m ops.traffic [--config FILE] show | pin REGION=WEIGHT... [--for 2h] [--reason TEXT] [--replace]
+| clear`
 
-For operators: show each region's weight in Route 53, the orchestrator's last decisions and the override;
-pin weights for maintenance (the orchestrator obeys a pin until it expires, so a forgotten one ends by
-itself) and clear a pin. `make traffic ARGS="..."` runs it with the Makefile's CONFIG.
+For operators: show each region's weight in Route 53 (records of regions no longer in config too), the
+orchestrator's last decisions and the override; pin weights for maintenance (the orchestrator obeys a pin
+until it expires, so a forgotten one ends by itself; a new pin adds to an active one unless --replace)
+and clear a pin. `make traffic ARGS="..."` runs it with the Makefile's CONFIG.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from orchestrator.routing.override import NO_OVERRIDE, Override, OverrideError, parse_override
+from orchestrator.routing.override import LONGEST_PIN, NO_OVERRIDE, Override, OverrideError, parse_override
 from orchestrator.routing.records import read_records
 from orchestrator.routing.state import parse_state
 from settings.loader import ConfigError, load_settings
@@ -23,7 +25,6 @@ from stacks.routing_names import override_parameter, state_parameter
 
 DEFAULT_CONFIG = "config/default.yaml"
 DEFAULT_PIN = "2h"
-LONGEST_PIN = timedelta(days=7)
 _DURATION = re.compile(r"^(\d+)([mhd])$")
 ClientFactory = Callable[[str, str], Any]
 
@@ -52,21 +53,68 @@ def parse_pins(items: list[str]) -> dict[str, int]:
 
 
 def build_override(
-    settings: Settings, items: list[str], duration: str, reason: str, now: datetime
+    settings: Settings,
+    items: list[str],
+    duration: str,
+    reason: str,
+    now: datetime,
+    active: Override | None = None,
 ) -> Override:
-    """The pin as the orchestrator will read it, checked by the same parser it uses."""
+    """The pin as the orchestrator will read it, checked by the same parser it uses. An `active` pin's
+    regions stay pinned (the new weights win where both name a region) until the new expiry."""
     expires = now + parse_duration(duration)
-    text = Override(parse_pins(items), expires, reason).to_json()
+    pins = parse_pins(items)
+    unknown = sorted(set(pins) - set(settings.regions))
+    if unknown:
+        raise OverrideError(f"unknown region {unknown[0]!r}; configured: {', '.join(settings.regions)}")
+    if active is not None:
+        pins = {**active.weights, **pins}
+        reason = "; ".join(part for part in (active.reason, reason) if part)
+    text = Override(pins, expires, reason).to_json()
     override = parse_override(text, set(settings.regions))
     assert override is not None
     return override
 
 
-def _parameter(ssm: Any, name: str) -> str | None:
+def write_pin(
+    settings: Settings, ssm: Any, items: list[str], duration: str, reason: str, replace: bool
+) -> str:
+    """Write the pin, merged with the active one unless `replace`; what to tell the operator."""
+    now = datetime.now(UTC)
+    current = None
+    parameter = _parameter_with_date(ssm, override_parameter(settings))
+    if parameter is not None and not replace:
+        try:
+            found = parse_override(parameter["Value"], set(settings.regions))
+        except OverrideError:
+            found = None  # unreadable: the orchestrator ignores it too
+        if found is not None and found.weights and found.active(now, parameter.get("LastModifiedDate")):
+            current = found
+    override = build_override(settings, items, duration, reason, now, current)
+    ssm.put_parameter(
+        Name=override_parameter(settings), Value=override.to_json(), Type="String", Overwrite=True
+    )
+    pins = ", ".join(f"{r}={w}" for r, w in override.weights.items())
+    message = f"pinned {pins} until {override.expires_at.isoformat()}; the next run (within a minute) obeys"
+    if current is not None:
+        kept = sorted(set(current.weights) - set(parse_pins(items)))
+        if kept:
+            message += (
+                f"\nkept from the active pin: {', '.join(kept)} (until the new expiry; --replace drops them)"
+            )
+    return message
+
+
+def _parameter_with_date(ssm: Any, name: str) -> dict[str, Any] | None:
     try:
-        return ssm.get_parameter(Name=name)["Parameter"]["Value"]
+        return ssm.get_parameter(Name=name)["Parameter"]
     except ssm.exceptions.ParameterNotFound:
         return None
+
+
+def _parameter(ssm: Any, name: str) -> str | None:
+    found = _parameter_with_date(ssm, name)
+    return found["Value"] if found else None
 
 
 def show(settings: Settings, client: ClientFactory, now: datetime) -> str:
@@ -83,19 +131,39 @@ def show(settings: Settings, client: ClientFactory, now: datetime) -> str:
             share = record.weight / total
             check = record.health_check_id or "none"
             lines.append(f"  {region:<15} weight {record.weight:>3} ({share:5.1%})  health check {check}")
-    raw = _parameter(ssm, override_parameter(settings))
+    run_state = parse_state(_parameter(ssm, state_parameter(settings)))
+    after = settings.routing.remove_after_runs
+    for region, record in records.items():
+        if region in settings.regions:
+            continue
+        seen = run_state.removed.get(region, 0)
+        share = record.weight / total
+        fate = (
+            "at 0: delete the record by hand (README)"
+            if record.weight == 0
+            else f"set to 0 after {after} runs"
+        )
+        lines.append(
+            f"  {region:<15} weight {record.weight:>3} ({share:5.1%})  not in config, {seen} runs: {fate}"
+        )
+    parameter = _parameter_with_date(ssm, override_parameter(settings))
+    raw = parameter["Value"] if parameter else None
     try:
         override = parse_override(raw, set(settings.regions))
     except OverrideError as error:
         lines.append(f"override: unreadable, ignored by the orchestrator: {error}")
         override = None
     if override is not None:
-        state = "active" if override.active(now) else "EXPIRED (ignored)"
+        written_at = parameter.get("LastModifiedDate") if parameter else None
+        state = "active" if override.active(now, written_at) else "EXPIRED (ignored)"
         pins = ", ".join(f"{r}={w}" for r, w in override.weights.items())
-        lines.append(f"override: {pins} until {override.expires_at.isoformat()} [{state}] {override.reason}")
+        ends = override.ends_at(written_at).isoformat()
+        lines.append(f"override: {pins} until {ends} [{state}] {override.reason}")
+        if override.ignored:
+            lines.append(f"override entries ignored (not in config): {', '.join(override.ignored)}")
     elif raw is None or raw.strip() in ("", NO_OVERRIDE):
         lines.append("override: none")
-    decisions = parse_state(_parameter(ssm, state_parameter(settings))).decisions
+    decisions = run_state.decisions
     lines.append("last decisions:" if decisions else "last decisions: none yet")
     for decision in decisions:
         weights = ", ".join(f"{r}={w}" for r, w in decision.get("weights", {}).items())
@@ -122,6 +190,9 @@ def main(argv: list[str], client: ClientFactory = _boto3_client) -> int:
     pin.add_argument(
         "--reason", default="", help="logged by the orchestrator with every run it obeys the pin"
     )
+    pin.add_argument(
+        "--replace", action="store_true", help="drop the active pin's other regions instead of keeping them"
+    )
     commands.add_parser("clear", help="remove the pin; the orchestrator's policy decides again")
     args = parser.parse_args(argv)
 
@@ -134,14 +205,7 @@ def main(argv: list[str], client: ClientFactory = _boto3_client) -> int:
         if args.command == "show":
             print(show(settings, client, now))
         elif args.command == "pin":
-            override = build_override(settings, args.weights, args.duration, args.reason, now)
-            ssm.put_parameter(
-                Name=override_parameter(settings), Value=override.to_json(), Type="String", Overwrite=True
-            )
-            pins = ", ".join(f"{r}={w}" for r, w in override.weights.items())
-            print(
-                f"pinned {pins} until {override.expires_at.isoformat()}; the next run (within a minute) obeys"
-            )
+            print(write_pin(settings, ssm, args.weights, args.duration, args.reason, args.replace))
         else:
             ssm.put_parameter(
                 Name=override_parameter(settings), Value=NO_OVERRIDE, Type="String", Overwrite=True

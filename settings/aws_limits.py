@@ -15,8 +15,14 @@ DEREGISTRATION_DELAY_MAX = 3600
 # before the block does.
 CAPACITY_BLOCK_INSTANCES_MAX = 64
 CAPACITY_BLOCK_END_LEAD_MINUTES = 30
-# ECS registers at most 5,000 EC2 instances per cluster by default (a quota AWS can raise on request);
-# each region runs one cluster for all its fleets.
+# ECS registers at most 5,000 EC2 instances per cluster (ECS developer guide, "Amazon ECS service quotas":
+# Container instances per cluster); each region runs one cluster for all its fleets.
 ECS_INSTANCES_PER_CLUSTER = 5000
+# Elastic Load Balancing defaults, adjustable on request (ALB user guide, "Quotas for your Application Load
+# Balancers"): targets per ALB and per target group. Each serving task is a target of the region's HTTP and
+# of its gRPC target group, so twice a target of the one ALB.
+ALB_TARGETS_PER_LOAD_BALANCER = 1000
+ALB_TARGETS_PER_TARGET_GROUP = 1000
+ALB_TARGETS_PER_TASK = 2
 # ECS managed scaling's instance warm-up is 0 to 10,000 s (ECS API reference, ManagedScaling).
 INSTANCE_WARMUP_MAX = 10000

@@ -22,6 +22,9 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from settings.aws_limits import (
+    ALB_TARGETS_PER_LOAD_BALANCER,
+    ALB_TARGETS_PER_TARGET_GROUP,
+    ALB_TARGETS_PER_TASK,
     CAPACITY_BLOCK_INSTANCES_MAX,
     COLD_START_BUDGET_MAX,
     DEREGISTRATION_DELAY_MAX,
@@ -30,6 +33,7 @@ from settings.aws_limits import (
 )
 from settings.instances import INSTANCES, InstanceFacts, NeuronFamily, capacity_block_types
 from settings.regions import KNOWN_REGIONS
+from settings.rollout import surge_hosts
 from settings.zones import default_zones, fleet_zones, zones_missing
 
 _S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/(?P<prefix>.*))?$")
@@ -450,12 +454,59 @@ class TlsConfig(StrictModel):
         return self
 
 
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
+
+
 class WafConfig(StrictModel):
     enabled: bool = True
-    # Requests one client IP may send per window before WAF blocks it for the rest of the window. A stream
-    # is one request, so this counts questions, not tokens; clients behind one NAT share a budget.
+    # Requests one client may send per window before WAF blocks it for the rest of the window. A stream
+    # is one request, so this counts questions, not tokens. Who "one client" is, is rate_limit_key's choice.
     rate_limit_per_ip: Annotated[int, Field(ge=10, le=2_000_000_000)] = 1000
     rate_limit_window_seconds: Literal[60, 120, 300, 600] = 300
+    # What the rate limit counts per (WAF rate-based aggregation keys):
+    # - ip (default): the connecting address. Right when shoppers reach the ALB directly; a shop backend,
+    #   NAT or CDN calling from a few addresses shares one budget among all its users, so pick another key.
+    # - forwarded_ip: the first address in rate_limit_header (default X-Forwarded-For), for a CDN or proxy
+    #   that sets it. A client reaching the ALB directly can write that header, so only where the ALB is
+    #   reachable through the proxy alone. Requests whose header holds no valid address are counted
+    #   together as one client.
+    # - header: the value of rate_limit_header (e.g. a shopper or tenant id the shop backend sets).
+    # WAF leaves requests without the key's header out of a keyed rule: source_ip_backstop_limit adds a
+    # per-address rule beside it that catches them (and sizes the backend's own addresses' ceiling).
+    rate_limit_key: Literal["ip", "forwarded_ip", "header"] = "ip"
+    rate_limit_header: str | None = None
+    source_ip_backstop_limit: Annotated[int, Field(ge=10, le=2_000_000_000)] | None = None
+
+    @field_validator("rate_limit_header")
+    @classmethod
+    def _header_name(cls, value: str | None) -> str | None:
+        if value is not None and not _HEADER_NAME.match(value):
+            raise ValueError(f"{value!r} is not an HTTP header name (letters, digits, '-', at most 64)")
+        return value
+
+    @model_validator(mode="after")
+    def _key_takes_its_header(self) -> Self:
+        if self.rate_limit_key == "header" and self.rate_limit_header is None:
+            raise _at(
+                [(("rate_limit_header",), "rate_limit_key header needs the header's name here")],
+                type(self).__name__,
+            )
+        if self.rate_limit_key == "ip":
+            where = [
+                (key, f"{key} applies to rate_limit_key forwarded_ip or header only; the key here is ip")
+                for key in ("rate_limit_header", "source_ip_backstop_limit")
+                if getattr(self, key) is not None
+            ]
+            if where:
+                raise _at([((key,), message) for key, message in where], type(self).__name__)
+        return self
+
+    @property
+    def rate_limit_header_name(self) -> str | None:
+        """The header the key reads: the configured one, X-Forwarded-For for forwarded_ip by default."""
+        if self.rate_limit_key == "forwarded_ip":
+            return self.rate_limit_header or "X-Forwarded-For"
+        return self.rate_limit_header
 
 
 class LoadBalancerConfig(StrictModel):
@@ -497,8 +548,9 @@ class EventConfig(StrictModel):
     end: EventTime
     prewarm_margin_minutes: Annotated[int, Field(ge=0, le=24 * 60)] = 30
     # At `end` only the minimums come back down; the maximums follow this long after, while target tracking
-    # scales in at its own pace. Application Auto Scaling scales in to a lowered maximum at once, so lowering
-    # it at `end` would cut most of an event's tasks in one minute in every region. At least a minute: a
+    # scales in at its own pace. Application Auto Scaling scales in to a lowered maximum at once (its user
+    # guide, "How scheduled scaling works"), so lowering it at `end` would cut most of an event's tasks in
+    # one minute in every region. At least a minute: a
     # maximum lowered with the minimum is that cut.
     scale_in_after_minutes: Annotated[int, Field(ge=1, le=24 * 60)] = 120
     # region -> instance type -> the hosts the event needs
@@ -548,6 +600,9 @@ class RoutingConfig(StrictModel):
     drain_runs: Annotated[int, Field(ge=1, le=10)] = 3
     # Healthy runs in a row before a region that was bad (or just looked bad) gains weight again.
     healthy_runs_to_recover: Annotated[int, Field(ge=1, le=60)] = 3
+    # Runs (minutes) a weighted record whose region left config keeps its weight before the orchestrator
+    # sets it to 0 (a region removed by mistake and put back in time loses nothing); deletion is by hand.
+    remove_after_runs: Annotated[int, Field(ge=1, le=1440)] = 10
 
     @model_validator(mode="after")
     def _drain_after_confirming(self) -> Self:
@@ -805,18 +860,57 @@ class Settings(StrictModel):
                         "convenient)",
                     )
                 )
-        for name in self.regions:
-            for event in self.events:
-                peak = sum(self.event_bounds(event, name, fleet)[1] for fleet in self.regions[name].fleets)
-                if peak > ECS_INSTANCES_PER_CLUSTER:
-                    found.append(
-                        (
-                            ("events", self.events.index(event), "regions", name),
-                            f"up to {peak} hosts in {name}'s one ECS cluster, above ECS's default "
-                            f"{ECS_INSTANCES_PER_CLUSTER} instances per cluster: ask AWS to raise it first",
-                        )
-                    )
+        found.extend(self._region_scale_warnings())
         return found
+
+    def _region_scale_warnings(self) -> list[tuple[KeyPath, str]]:
+        """A region's hosts at their maximums plus the deploy surge against the default quotas of its one
+        ALB, its target groups and its one ECS cluster: everyday at the fleets, per event at the event."""
+        found: list[tuple[KeyPath, str]] = []
+        for name in self.regions:
+            scopes: list[tuple[KeyPath, EventConfig | None]] = [(("regions", name, "fleets"), None)]
+            scopes += [
+                (("events", index, "regions", name), event)
+                for index, event in enumerate(self.events)
+                if name in event.regions
+            ]
+            for where, event in scopes:
+                when = f"during event {event.name!r}" if event else "at the fleets' max"
+                found.extend((where, message) for message in self._scale_problems(name, event, when))
+        return found
+
+    def _scale_problems(self, region: str, event: EventConfig | None, when: str) -> list[str]:
+        hosts = self.peak_hosts(region, event)
+        targets = hosts * ALB_TARGETS_PER_TASK
+        head = f"{when}, {region} may run {hosts} hosts (max plus deploy surge), one task each"
+        problems = []
+        if targets > ALB_TARGETS_PER_LOAD_BALANCER:
+            problems.append(
+                f"{head}: {targets} targets on its one ALB (each task is an HTTP and a gRPC target), above "
+                f"the default {ALB_TARGETS_PER_LOAD_BALANCER:,} targets per ALB: ask AWS to raise it "
+                "(Service Quotas, Elastic Load Balancing); `make preflight` reads your account's"
+            )
+        if hosts > ALB_TARGETS_PER_TARGET_GROUP:
+            problems.append(
+                f"{head}: {hosts} targets in each target group, above the default "
+                f"{ALB_TARGETS_PER_TARGET_GROUP:,} targets per target group: ask AWS to raise it"
+            )
+        if hosts > ECS_INSTANCES_PER_CLUSTER:
+            problems.append(
+                f"{head}: above ECS's {ECS_INSTANCES_PER_CLUSTER:,} container instances per cluster: split "
+                "the region's load or ask AWS"
+            )
+        return problems
+
+    def peak_hosts(self, region: str, event: EventConfig | None = None) -> int:
+        """Hosts the region's fleets may run at once: each fleet's maximum (the event's where it names the
+        fleet) plus the hosts a rolling deploy may start above it."""
+        percent = self.serving.deployment.max_surge_percent
+        total = 0
+        for fleet in self.regions[region].fleets:
+            high = self.event_bounds(event, region, fleet)[1] if event else fleet.max
+            total += high + surge_hosts(high, percent)
+        return total
 
     def event_bounds(self, event: EventConfig, region: str, fleet: FleetConfig) -> tuple[int, int]:
         """(min, max) hosts of a fleet while the event's bounds hold: the event's, or the fleet's own."""

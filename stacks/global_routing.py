@@ -30,5 +30,5 @@ class GlobalRouting(Stack):
             self,
             "FleetDashboard",
             props=props.fleet_dashboard_props(settings),
-            alarms=[orchestrator.failing_alarm],
+            alarms=list(orchestrator.alarms),
         )

@@ -29,13 +29,13 @@ from cdk_constructs.traffic_orchestrator import OrchestratorProps, RegionReads
 from cdk_constructs.web_acl import WebAclProps
 from settings.schema import FleetConfig, Settings, s3_bucket, s3_prefix
 from stacks import routing_names
-from stacks.routing_names import degraded_alarm_name, unfit_alarm_name
+
+# Re-exported: the app and the tests name stacks through this module.
+from stacks.routing_names import POWERTOOLS_VERSION, degraded_alarm_name, unfit_alarm_name
+from stacks.routing_names import stack_name as stack_name
 
 # The orchestrator Lambda's code: a plain folder, staged as it is.
 ORCHESTRATOR_DIRECTORY = Path(__file__).resolve().parents[1] / "orchestrator"
-# Powertools for AWS Lambda on the orchestrator: the public layer of the version the tests run
-# (requirements-dev.txt pins the same).
-POWERTOOLS_VERSION = "3.37.0"
 # The serving image's build context, found from this file so synth works from any working directory.
 CONTAINER_DIRECTORY = Path(__file__).resolve().parents[1] / "container"
 # Kept out of the image build context: caches, build output and local-only state that would only change the
@@ -56,10 +56,6 @@ TARGET_BATCH_UTILIZATION = 0.75
 # AWS's public SSM tree of ECS-optimized AL2023 Neuron AMIs: one parameter per released AMI name beside
 # `recommended` (ECS developer guide, "Retrieving Amazon ECS-optimized Linux AMI metadata").
 NEURON_AMI_SSM_PATH = "/aws/service/ecs/optimized-ami/amazon-linux-2023/neuron"
-
-
-def stack_name(settings: Settings, region: str) -> str:
-    return f"{settings.project}-{region}"
 
 
 def ready_path(settings: Settings) -> str:
@@ -106,6 +102,9 @@ def web_acl_props(settings: Settings, region: str) -> WebAclProps | None:
         name=f"{settings.project}-{region}",
         rate_limit_per_ip=waf.rate_limit_per_ip,
         rate_limit_window_seconds=waf.rate_limit_window_seconds,
+        rate_limit_key=waf.rate_limit_key,
+        rate_limit_header=waf.rate_limit_header_name,
+        source_ip_backstop_limit=waf.source_ip_backstop_limit,
     )
 
 
@@ -325,6 +324,7 @@ def orchestrator_props(settings: Settings) -> OrchestratorProps:
         override_parameter=routing_names.override_parameter(settings),
         powertools_version=POWERTOOLS_VERSION,
         log_retention_days=settings.container.log_retention_days,
+        alarm_email=settings.observability.alarm_email,
     )
 
 

@@ -8,6 +8,22 @@ from orchestrator.routing.config import OrchestratorConfig, RegionTarget
 from orchestrator.routing.policy import PolicyParams
 from settings.schema import Settings
 
+# Powertools for AWS Lambda on the orchestrator: the public layer of the version the tests run
+# (requirements-dev.txt pins the same), found at deploy time through the SSM parameter Powertools publishes
+# per runtime and version in every region (Powertools docs, "Lambda Layer", SSM parameter).
+POWERTOOLS_VERSION = "3.37.0"
+POWERTOOLS_RUNTIME = "python3.14"
+
+
+def stack_name(settings: Settings, region: str) -> str:
+    """A region's serving stack (and its template in the cloud assembly, <name>.template.json)."""
+    return f"{settings.project}-{region}"
+
+
+def powertools_layer_parameter(version: str = POWERTOOLS_VERSION) -> str:
+    """The public SSM parameter that holds the Powertools layer's ARN in the orchestrator's region."""
+    return f"/aws/service/powertools/python/x86_64/{POWERTOOLS_RUNTIME}/{version}"
+
 
 def degraded_alarm_name(settings: Settings, region: str) -> str:
     """Every alarm of the region, for paging (one host's fault included): not what routing drains on."""
@@ -78,4 +94,5 @@ def orchestrator_config(settings: Settings) -> OrchestratorConfig:
             )
             for region, config in settings.regions.items()
         ),
+        remove_after_runs=settings.routing.remove_after_runs,
     )

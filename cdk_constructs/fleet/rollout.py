@@ -11,15 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from settings.rollout import surge_hosts
+
+__all__ = ["MAX_HEALTHY_PERCENT", "MIN_HEALTHY_PERCENT", "HostBounds", "deploy_batch", "surge_hosts"]
+
 # ECS rounds desired x max percent down: 200% is the smallest that lets a one-task service start a
 # replacement; the ASG ceiling, not this percentage, is what bounds a deploy's batch.
 MAX_HEALTHY_PERCENT = 200
 MIN_HEALTHY_PERCENT = 100
-
-
-def surge_hosts(max_tasks: int, max_surge_percent: int) -> int:
-    """Hosts above the service maximum that a deploy may start: a share of the maximum, at least one."""
-    return max(1, math.ceil(max_tasks * max_surge_percent / 100))
 
 
 def deploy_batch(desired: int, asg_max: int, max_healthy_percent: int = MAX_HEALTHY_PERCENT) -> int:

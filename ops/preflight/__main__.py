@@ -1,39 +1,71 @@
-"""`python -m ops.preflight CONFIG`: print a table per region of what the config needs from the account
-beside what the account has; exit 1 naming every shortfall, 2 when AWS cannot be asked."""
+"""`python -m ops.preflight CONFIG [--assembly cdk.out]`: print a table per region of what the config needs
+from the account beside what the account has, and whether the synthesized assembly's scheduled actions
+still start in the future; exit 1 naming every shortfall, 2 when AWS cannot be asked."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from ops.preflight.aws import capacity_reservations, quota_values, zone_offerings
+from ops.preflight.assembly import AssemblyError, read_template, scheduled_starts
+from ops.preflight.aws import (
+    ECS_SERVICE_CODE,
+    capacity_reservations,
+    elb_limits,
+    parameter_exists,
+    quota_values,
+    quotas_by_name,
+    zone_offerings,
+)
 from ops.preflight.checks import (
+    ECS_CONTAINER_INSTANCES,
     Finding,
     Status,
+    layer_finding,
     quota_findings,
     reservation_findings,
     reservation_ids,
+    scale_findings,
+    schedule_findings,
     zone_findings,
 )
 from settings.loader import ConfigError, load_settings
 from settings.schema import Settings
+from stacks.routing_names import powertools_layer_parameter, stack_name
 
 STYLES = {Status.OK: "green", Status.WARNING: "yellow", Status.SHORTFALL: "bold red"}
 
 
-def region_findings(settings: Settings, region: str, ec2: Any, service_quotas: Any) -> list[Finding]:
+def region_findings(
+    settings: Settings, region: str, session: Any, assembly: Path, now: datetime
+) -> list[Finding]:
+    ec2 = session.client("ec2", region_name=region)
+    service_quotas = session.client("service-quotas", region_name=region)
     fleets = settings.regions[region].fleets
     codes = sorted({fleet.instance.on_demand_vcpu_quota for fleet in fleets})
     findings = quota_findings(settings, region, quota_values(service_quotas, codes))
+    limits = elb_limits(session.client("elbv2", region_name=region))
+    limits |= quotas_by_name(service_quotas, ECS_SERVICE_CODE, [ECS_CONTAINER_INSTANCES])
+    findings += scale_findings(settings, region, limits)
     findings += zone_findings(settings, region, zone_offerings(ec2, [f.instance_type for f in fleets]))
     named = reservation_ids(settings, region)
     reservations = capacity_reservations(ec2, named) if named else {}
     findings += reservation_findings(settings, region, reservations)
+    if region == settings.orchestrator_region:
+        parameter = powertools_layer_parameter()
+        exists = parameter_exists(session.client("ssm", region_name=region), parameter)
+        findings.append(layer_finding(region, parameter, exists))
+    stack = stack_name(settings, region)
+    template = read_template(assembly, stack)
+    starts = scheduled_starts(template) if template is not None else None
+    findings += schedule_findings(region, stack, starts, now)
     return findings
 
 
@@ -55,6 +87,13 @@ def table(region: str, findings: list[Finding]) -> Table:
 def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.preflight", description=__doc__.split("\n\n")[0])
     parser.add_argument("config", help="the config file to check, e.g. config/prime-day.yaml")
+    parser.add_argument(
+        "--assembly",
+        default="cdk.out",
+        type=Path,
+        help="the synthesized cloud assembly about to be deployed (default cdk.out): its scheduled actions "
+        "must all start in the future",
+    )
     args = parser.parse_args(argv)
     console = Console()
     errors = Console(stderr=True, soft_wrap=True)
@@ -69,14 +108,10 @@ def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] |
 
     session = (session_factory or boto3.Session)()
     problems: list[Finding] = []
+    now = datetime.now(UTC)
     for region in settings.regions:
         try:
-            findings = region_findings(
-                settings,
-                region,
-                session.client("ec2", region_name=region),
-                session.client("service-quotas", region_name=region),
-            )
+            findings = region_findings(settings, region, session, args.assembly, now)
         except NoCredentialsError:
             errors.print(
                 "preflight: no AWS credentials found; it reads quotas, zone offerings and reservations from "
@@ -91,6 +126,9 @@ def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] |
                 f"{detail.get('Code')}: {detail.get('Message')}",
                 markup=False,
             )
+            return 2
+        except AssemblyError as error:
+            errors.print(f"preflight: {error}", markup=False, highlight=False)
             return 2
         except BotoCoreError as error:
             errors.print(f"preflight: cannot reach AWS in {region}: {error}", markup=False)

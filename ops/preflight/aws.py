@@ -8,6 +8,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 EC2_SERVICE_CODE = "ec2"
+ECS_SERVICE_CODE = "ecs"
 NOT_FOUND_CODES = frozenset(
     {"InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed"}
 )
@@ -55,3 +56,40 @@ def capacity_reservations(ec2: Any, reservation_ids: Iterable[str]) -> dict[str,
         reservations = response.get("CapacityReservations", [])
         found[reservation_id] = reservations[0] if reservations else None
     return found
+
+
+def elb_limits(elbv2: Any) -> dict[str, float]:
+    """Elastic Load Balancing's limits for this account and region, by name (DescribeAccountLimits; its
+    Max is a string)."""
+    limits: dict[str, float] = {}
+    for page in elbv2.get_paginator("describe_account_limits").paginate():
+        for limit in page.get("Limits", []):
+            limits[limit["Name"]] = float(limit["Max"])
+    return limits
+
+
+def quotas_by_name(service_quotas: Any, service_code: str, names: Iterable[str]) -> dict[str, float]:
+    """Quota name -> value: the applied value, else AWS's default (ListServiceQuotas leaves out quotas
+    without an applied value). By name, as the service's quota table in its developer guide lists them."""
+    wanted = set(names)
+    found: dict[str, float] = {}
+    for operation in ("list_service_quotas", "list_aws_default_service_quotas"):
+        missing = wanted - set(found)
+        if not missing:
+            break
+        for page in service_quotas.get_paginator(operation).paginate(ServiceCode=service_code):
+            for quota in page.get("Quotas", []):
+                if quota.get("QuotaName") in missing:
+                    found.setdefault(quota["QuotaName"], float(quota["Value"]))
+    return found
+
+
+def parameter_exists(ssm: Any, name: str) -> bool:
+    """Whether this region has the SSM parameter (a public one, such as a Powertools layer's ARN)."""
+    try:
+        ssm.get_parameter(Name=name)
+    except ClientError as error:
+        if error.response["Error"]["Code"] != "ParameterNotFound":
+            raise
+        return False
+    return True

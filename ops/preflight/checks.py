@@ -8,9 +8,31 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from settings.aws_limits import CAPACITY_BLOCK_END_LEAD_MINUTES
+from ops.preflight.assembly import ScheduledStart
+from settings.aws_limits import (
+    ALB_TARGETS_PER_LOAD_BALANCER,
+    ALB_TARGETS_PER_TARGET_GROUP,
+    ALB_TARGETS_PER_TASK,
+    CAPACITY_BLOCK_END_LEAD_MINUTES,
+    ECS_INSTANCES_PER_CLUSTER,
+)
 from settings.instances import QUOTA_NAMES
+from settings.rollout import surge_hosts
 from settings.schema import FleetConfig, Settings
+
+# DescribeAccountLimits names and the ECS quota's name in Service Quotas (ECS developer guide, "Amazon ECS
+# service quotas"), with the defaults used where the account reports none.
+ELB_TARGETS_PER_ALB = "targets-per-application-load-balancer"
+ELB_TARGETS_PER_TARGET_GROUP = "targets-per-target-group"
+ECS_CONTAINER_INSTANCES = "Container instances per cluster"
+SCALE_LIMITS = (
+    (ELB_TARGETS_PER_ALB, ALB_TARGETS_PER_LOAD_BALANCER),
+    (ELB_TARGETS_PER_TARGET_GROUP, ALB_TARGETS_PER_TARGET_GROUP),
+    (ECS_CONTAINER_INSTANCES, ECS_INSTANCES_PER_CLUSTER),
+)
+# A regional stack takes a while to create or update, and CloudFormation creates the scheduled actions late
+# in it: a start time this close to the deploy may pass before its action exists (AWS refuses a past one).
+DEPLOY_MARGIN = timedelta(minutes=30)
 
 EVERYDAY = "everyday"  # the fleets' own bounds, outside any event
 # Reservation states that will hold instances (now or once scheduled/paid); the rest never will.
@@ -63,12 +85,26 @@ def scenarios(settings: Settings, region: str) -> list[Scenario]:
     return found
 
 
+def hosts_at_once(settings: Settings, fleet: FleetConfig, max_hosts: int) -> int:
+    """Hosts of a fleet that may run at once under a maximum: the maximum, the deploy surge above it, and
+    its warm pool. Pool hosts run while they are prepared (launch, user data) before they stop, and the pool
+    refills as it is drawn: with the group at its ceiling, the pool's min_size more; with max_prepared, at
+    least that many."""
+    group_max = max_hosts + surge_hosts(max_hosts, settings.serving.deployment.max_surge_percent)
+    pool = fleet.warm_pool
+    if pool is None:
+        return group_max
+    return max(group_max + pool.min_size, pool.max_prepared or 0)
+
+
 def vcpus_needed(settings: Settings, region: str, scenario: Scenario) -> dict[str, int]:
-    """Quota code -> vCPUs of every fleet at its max hosts: what scaling may reach while the bounds hold."""
+    """Quota code -> vCPUs of every fleet's hosts at once (max hosts, deploy surge and warm pool): what
+    scaling, a deploy and the pool may reach while the bounds hold."""
     needed: dict[str, int] = {}
     for fleet in settings.regions[region].fleets:
         code = fleet.instance.on_demand_vcpu_quota
-        needed[code] = needed.get(code, 0) + scenario.bounds[fleet.instance_type][1] * fleet.instance.vcpus
+        hosts = hosts_at_once(settings, fleet, scenario.bounds[fleet.instance_type][1])
+        needed[code] = needed.get(code, 0) + hosts * fleet.instance.vcpus
     return needed
 
 
@@ -86,12 +122,104 @@ def quota_findings(settings: Settings, region: str, quotas: Mapping[str, float])
                     f"{have:,.0f} vCPUs",
                     Status.SHORTFALL if short else Status.OK,
                     f"{region} {scenario.name}: {QUOTA_NAMES.get(code, code)} quota {code} is {have:,.0f}, "
-                    f"the fleets' max hosts need {vcpus:,}: request an increase in Service Quotas"
+                    f"the fleets' max hosts with deploy surge and warm pools need {vcpus:,}: request an "
+                    "increase in Service Quotas"
                     if short
                     else "",
                 )
             )
     return findings
+
+
+def scale_findings(settings: Settings, region: str, limits: Mapping[str, float]) -> list[Finding]:
+    """Per scenario: the region's hosts at their maximums plus the deploy surge (one task each, each task an
+    HTTP and a gRPC target) against the account's targets per ALB and per target group and its container
+    instances per cluster. Warm-pool hosts do not register with the cluster (ECS_WARM_POOLS_CHECK)."""
+    findings = []
+    for scenario in scenarios(settings, region):
+        event = next((e for e in settings.events if e.name == scenario.name), None)
+        hosts = settings.peak_hosts(region, event)
+        needs = {
+            ELB_TARGETS_PER_ALB: hosts * ALB_TARGETS_PER_TASK,
+            ELB_TARGETS_PER_TARGET_GROUP: hosts,
+            ECS_CONTAINER_INSTANCES: hosts,
+        }
+        for name, default in SCALE_LIMITS:
+            have = limits.get(name)
+            reported = have is not None
+            have = have if reported else float(default)
+            need = needs[name]
+            short = need > have
+            advice = (
+                f"{region} {scenario.name}: {hosts} hosts (max plus deploy surge) need {need:,} for "
+                f"{name}, the account has {have:,.0f}: request an increase before the event"
+                if short
+                else ""
+            )
+            findings.append(
+                Finding(
+                    name,
+                    scenario.name,
+                    f"{need:,}",
+                    f"{have:,.0f}" + ("" if reported else " (default; not reported)"),
+                    Status.SHORTFALL if short else Status.OK,
+                    advice,
+                )
+            )
+    return findings
+
+
+def layer_finding(region: str, parameter: str, exists: bool) -> Finding:
+    """The orchestrator's Powertools layer is found at deploy time through AWS's public SSM parameter: a
+    version or runtime without one in the orchestrator's region fails the global stack's deploy."""
+    return Finding(
+        "Powertools layer parameter",
+        "orchestrator",
+        parameter,
+        "found" if exists else "not found",
+        Status.OK if exists else Status.SHORTFALL,
+        ""
+        if exists
+        else f"{region}: SSM parameter {parameter} does not exist: Powertools publishes no layer of that "
+        "version and runtime there; pin a version it publishes (stacks/routing_names.py)",
+    )
+
+
+def schedule_findings(
+    region: str, stack: str, starts: list[ScheduledStart] | None, now: datetime
+) -> list[Finding]:
+    """Every scheduled action of the region's synthesized stack must start after the deploy: times are
+    computed at synth, and an assembly deployed after a ramp has begun carries a start AWS rejects (or one
+    that passes before CloudFormation creates it)."""
+    if starts is None:
+        return [
+            Finding(
+                "scheduled actions", stack, "a synthesized template", "none in the assembly", Status.WARNING,
+                f"{region}: no template for {stack} in the assembly; run `make synth` with this config just "
+                "before the deploy and run the preflight again to check its scheduled start times",
+            )
+        ]  # fmt: skip
+    cutoff = now + DEPLOY_MARGIN
+    late = [start for start in starts if start.at <= cutoff]
+    if not starts:
+        return [Finding("scheduled actions", stack, "start after deploy", "none scheduled", Status.OK)]
+    first = starts[0].at.strftime("%Y-%m-%d %H:%M UTC")
+    if not late:
+        return [
+            Finding("scheduled actions", stack, f"start after {_when(cutoff)}", f"first {first}", Status.OK)
+        ]
+    names = ", ".join(f"{start.action} at {start.at.strftime('%Y-%m-%d %H:%M UTC')}" for start in late)
+    return [
+        Finding(
+            "scheduled actions",
+            stack,
+            f"start after {_when(cutoff)}",
+            f"{len(late)} at or before it",
+            Status.SHORTFALL,
+            f"{region}: the assembly's {stack} schedules {names}, no later than {DEPLOY_MARGIN} from now: "
+            "synthesize again (`make synth`) right before deploying, so times past are left out",
+        )
+    ]
 
 
 def fleet_zones(settings: Settings, region: str, fleet: FleetConfig) -> list[str]:

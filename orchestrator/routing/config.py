@@ -19,7 +19,7 @@ class RegionTarget:
     min_hosts: int
     endpoint_parameter: str  # /<project>/<region>/serving-endpoint (written by the regional stack)
     health_check_parameter: str  # the id of the region's calculated Route 53 health check
-    degraded_alarm: str
+    degraded_alarm: str  # the alarm the orchestrator drains on, whatever the regional stack names it
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class OrchestratorConfig:
     policy: PolicyParams
     regions: tuple[RegionTarget, ...]
     gauge_interval_seconds: int = 10  # the containers' periodic gauges (RequestsInFlight, ServingSlots)
+    remove_after_runs: int = 10  # runs a record not in config keeps its weight before it is set to 0
 
     @property
     def budget(self) -> int:
@@ -54,6 +55,7 @@ class OrchestratorConfig:
                 "state_parameter",
                 "override_parameter",
                 "gauge_interval_seconds",
+                "remove_after_runs",
             )
         }
         data["policy"] = vars(self.policy)
@@ -71,6 +73,7 @@ def parse_config(text: str) -> OrchestratorConfig:
         state_parameter=data["state_parameter"],
         override_parameter=data["override_parameter"],
         gauge_interval_seconds=int(data.get("gauge_interval_seconds", 10)),
+        remove_after_runs=int(data.get("remove_after_runs", 10)),
         policy=PolicyParams(**data["policy"]),
         regions=tuple(RegionTarget(**region) for region in data["regions"]),
     )

@@ -1,81 +1,190 @@
-"""The Lambda edge: read every region, decide, apply in one Route 53 change batch, remember, log.
+"""The Lambda edge: read every region at once, decide, remember, apply, log.
 
 `run()` does the work with injected clients (tests hand it moto's); `handler()` is what the schedule
 invokes, with Powertools for the structured decision line and the weight metrics.
+
+Exactly one step per scheduled minute, whatever the delivery does (EventBridge delivers at least once,
+Lambda's asynchronous invocation retries; the stack sets retries to 0, a short maximum event age and
+one concurrent run, and the run defends itself as well):
+- the run's minute is the event's `time` (its scheduled minute); an event older than LATE_AFTER is
+  skipped, the next one reads fresher minutes; a minute older than the last one decided is skipped;
+- the absolute weights decided for a minute are written to the state before Route 53 is changed, so a
+  second delivery of that minute re-applies the same targets (repeats, never adds a step), and a state
+  write that fails leaves Route 53 untouched;
+- regions are read concurrently with short timeouts: a hung region costs only its own decision.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from . import records
-from .config import ENVIRONMENT_VARIABLE, OrchestratorConfig, parse_config
+from .config import ENVIRONMENT_VARIABLE, OrchestratorConfig, RegionTarget, parse_config
 from .override import Override, OverrideError, parse_override
 from .policy import Decision, RegionSignals, decide
-from .signals import Endpoint, read_endpoint, read_signals
+from .signals import Endpoint, SignalReadError, read_endpoint, read_signals
 from .state import RunState, parse_state
 
 ClientFactory = Callable[[str, str], Any]  # (service, region) -> boto3 client
+
+# The next scheduled run is 60 s after this one's: a run starting later than this is superseded by it.
+LATE_AFTER = timedelta(seconds=50)
+# How long the run waits for the regions' reads; a region not read by then is missing this minute.
+READ_DEADLINE_SECONDS = 20.0
+# boto3's defaults (60 s connect, 60 s read, several attempts) outlast the Lambda's 50 s (botocore
+# config reference): each call here gives up after at most 2 x (2 s + 3 s).
+CLIENT_CONFIG = Config(
+    connect_timeout=2, read_timeout=3, retries={"total_max_attempts": 2, "mode": "standard"}
+)
 
 logger = Logger(service="traffic-orchestrator")
 
 
 @dataclass(frozen=True)
 class RunResult:
-    decision: Decision | None  # None when the run was a repeated delivery
+    decision: Decision | None  # None when the run was skipped or repeated a minute already decided
     applied: int  # records created or changed
     override: Override | None
-    notes: tuple[str, ...]  # what was ignored and why (expired pin, unreadable override)
+    notes: tuple[str, ...]  # what was ignored and why (expired pin, unreadable region, late event)
+    weights: dict[str, int] | None = None  # the weights the run set (the repeated targets for a repeat)
+    rejected: dict[str, str] = field(default_factory=dict)  # region -> why Route 53 refused its change
 
 
-def _parameter(ssm: Any, name: str) -> str | None:
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _parse_time(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _parameter(ssm: Any, name: str) -> dict[str, Any] | None:
     try:
-        return ssm.get_parameter(Name=name)["Parameter"]["Value"]
+        return ssm.get_parameter(Name=name)["Parameter"]
     except ssm.exceptions.ParameterNotFound:
         return None
 
 
 def read_override(ssm: Any, config: OrchestratorConfig, now: datetime) -> tuple[Override | None, list[str]]:
+    parameter = _parameter(ssm, config.override_parameter)
     try:
-        override = parse_override(_parameter(ssm, config.override_parameter), config.region_names)
+        override = parse_override(parameter["Value"] if parameter else None, config.region_names)
     except OverrideError as error:
         return None, [f"override ignored: {error}"]
-    if override is None:
+    if override is None or parameter is None:
         return None, []
-    if not override.active(now):
-        return None, [f"override expired at {override.expires_at.isoformat()}: ignored"]
-    return override, []
+    notes = [f"override entry for {region} ignored: not a configured region" for region in override.ignored]
+    written_at = parameter.get("LastModifiedDate")
+    if not override.active(now, written_at):
+        return None, [*notes, f"override ended at {_iso(override.ends_at(written_at))}: ignored"]
+    if not override.weights:
+        return None, notes
+    return override, notes
+
+
+def _read_region(
+    ssm: Any, cloudwatch: Any | None, config: OrchestratorConfig, region: RegionTarget, minute: datetime
+) -> tuple[Endpoint | None, RegionSignals | None]:
+    endpoint = read_endpoint(ssm, region)
+    signals = read_signals(cloudwatch, config, region, minute) if cloudwatch is not None else None
+    return endpoint, signals
+
+
+def read_regions(
+    config: OrchestratorConfig,
+    client: ClientFactory,
+    minute: datetime,
+    deadline: float,
+    with_signals: bool = True,
+) -> tuple[dict[str, Endpoint | None], dict[str, RegionSignals | None], list[str]]:
+    """Every region at once. A region whose APIs fail, hang past `deadline` or answer with a partial
+    minute has missing metrics this run (it holds); the others are still decided."""
+    # Clients are made here, in one thread: creating boto3 clients is not thread-safe, using them is.
+    clients = {
+        region.name: (client("ssm", region.name), client("cloudwatch", region.name) if with_signals else None)
+        for region in config.regions
+    }
+    endpoints: dict[str, Endpoint | None] = {region.name: None for region in config.regions}
+    signals: dict[str, RegionSignals | None] = {region.name: None for region in config.regions}
+    notes: list[str] = []
+    pool = ThreadPoolExecutor(max_workers=len(config.regions), thread_name_prefix="region")
+    futures = {
+        pool.submit(_read_region, *clients[region.name], config, region, minute): region.name
+        for region in config.regions
+    }
+    done, _ = wait(futures, timeout=deadline)
+    # Don't wait for a hung region: its thread ends when its client's timeouts run out.
+    pool.shutdown(wait=False, cancel_futures=True)
+    for future, name in futures.items():
+        if future not in done:
+            notes.append(f"{name}: not read within {deadline:.0f} s")
+            continue
+        try:
+            endpoints[name], signals[name] = future.result()
+        except (BotoCoreError, ClientError, SignalReadError) as error:
+            notes.append(f"{name}: not read ({error})")
+    return endpoints, signals, notes
+
+
+def _run_minute(now: datetime, event_time: str | None) -> datetime:
+    moment = _parse_time(event_time) if event_time else now
+    return moment.replace(second=0, microsecond=0)
 
 
 def run(
-    config: OrchestratorConfig, client: ClientFactory, home_region: str, now: datetime, event_time: str | None
+    config: OrchestratorConfig,
+    client: ClientFactory,
+    home_region: str,
+    now: datetime,
+    event_time: str | None,
+    *,
+    read_deadline: float = READ_DEADLINE_SECONDS,
+    known: dict[str, Any] | None = None,
 ) -> RunResult:
-    home_ssm = client("ssm", home_region)
-    state = parse_state(_parameter(home_ssm, config.state_parameter))
-    if event_time is not None and event_time == state.last_event_time:
-        return RunResult(None, 0, None, (f"event {event_time} already handled",))
+    """One scheduled minute. `known` is filled as the run goes, so a crash can still say what it knew."""
+    known = known if known is not None else {}
+    minute = _run_minute(now, event_time)
+    known.update(minute=_iso(minute), phase="start")
+    if event_time and now - _parse_time(event_time) > LATE_AFTER:
+        late = (now - _parse_time(event_time)).total_seconds()
+        return RunResult(None, 0, None, (f"event {event_time} is {late:.0f} s late: skipped",))
 
+    home_ssm = client("ssm", home_region)
     route53 = client("route53", home_region)
+    known["phase"] = "read state"
+    stored = _parameter(home_ssm, config.state_parameter)
+    state = parse_state(stored["Value"] if stored else None)
+    if state.minute and _parse_time(state.minute) > minute:
+        return RunResult(None, 0, None, (f"minute {_iso(minute)} is older than {state.minute}: skipped",))
+
+    known["phase"] = "read records"
     existing = records.read_records(route53, config.hosted_zone_id, config.domain_name)
-    endpoints: dict[str, Endpoint | None] = {}
-    signals: dict[str, RegionSignals | None] = {}
-    notes: list[str] = []
-    for region in config.regions:
-        try:
-            endpoints[region.name] = read_endpoint(client("ssm", region.name), region)
-            signals[region.name] = read_signals(client("cloudwatch", region.name), config, region, now)
-        except (BotoCoreError, ClientError) as error:
-            # A region whose APIs fail right now is a region with missing metrics: it holds, the rest move.
-            endpoints[region.name], signals[region.name] = None, None
-            notes.append(f"{region.name}: not read ({error})")
+    known["weights_in_route53"] = {region: record.weight for region, record in existing.items()}
+    if state.minute == _iso(minute):
+        known["phase"] = "repeat"
+        endpoints, _, notes = read_regions(config, client, minute, read_deadline, with_signals=False)
+        batch = records.changes(config.domain_name, state.targets, endpoints, existing)
+        rejected = records.apply_changes(
+            route53, config.hosted_zone_id, batch, f"traffic orchestrator: repeat of {_iso(minute)}"
+        )
+        notes.insert(0, f"minute {_iso(minute)} already decided: its targets re-applied")
+        return RunResult(None, len(batch) - len(rejected), None, tuple(notes), dict(state.targets), rejected)
+
+    known["phase"] = "read regions"
+    endpoints, signals, notes = read_regions(config, client, minute, read_deadline)
+    known["notes"] = notes
     override, override_notes = read_override(home_ssm, config, now)
     notes.extend(override_notes)
 
@@ -91,26 +200,53 @@ def run(
         state.memory,
         pins=override.weights if override else None,
     )
-    batch = records.changes(config.domain_name, decision.weights, endpoints, existing)
-    records.apply_changes(route53, config.hosted_zone_id, batch, f"traffic orchestrator: {decision.reason}")
+    known["decided"] = decision.weights
+    removed, removed_targets = _removed_regions(config, existing, state)
+    for region, runs in removed.items():
+        action = "set to 0" if removed_targets[region] == 0 else f"set to 0 after {config.remove_after_runs}"
+        notes.append(f"{region}: has a record but is not in config (run {runs}): {action}")
+    targets = {**decision.weights, **removed_targets}
+    summary = {"time": _iso(minute), "weights": targets, "reason": decision.reason}
+    new_state = RunState(decision.memory, _iso(minute), targets, removed, (*state.decisions, summary))
 
-    summary = {
-        "time": now.isoformat(timespec="seconds"),
-        "old": current,
-        "weights": decision.weights,
-        "reason": decision.reason,
-    }
-    new_state = RunState(decision.memory, event_time, (*state.decisions, summary))
+    # The targets are remembered before Route 53 changes: a failed write changes nothing, and a second
+    # delivery of this minute repeats them.
+    known["phase"] = "write state"
     home_ssm.put_parameter(
         Name=config.state_parameter, Value=new_state.to_json(), Type="String", Overwrite=True
     )
-    return RunResult(decision, len(batch), override, tuple(notes))
+    known["phase"] = "change records"
+    batch = records.changes(config.domain_name, targets, endpoints, existing)
+    rejected = records.apply_changes(
+        route53, config.hosted_zone_id, batch, f"traffic orchestrator: {decision.reason}"
+    )
+    notes.extend(f"{region}: change rejected by Route 53 ({why})" for region, why in rejected.items())
+    known["phase"] = "done"
+    return RunResult(decision, len(batch) - len(rejected), override, tuple(notes), targets, rejected)
+
+
+def _removed_regions(
+    config: OrchestratorConfig, existing: dict[str, records.Record], state: RunState
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Records whose region left config: runs seen so far, and the weight each gets this run (its own
+    until `remove_after_runs`, then 0; deleting the record is left to an operator)."""
+    runs = {
+        region: state.removed.get(region, 0) + 1 for region in existing if region not in config.region_names
+    }
+    targets = {
+        region: 0 if count >= config.remove_after_runs else existing[region].weight
+        for region, count in runs.items()
+    }
+    return runs, targets
 
 
 def _log(result: RunResult) -> None:
     decision = result.decision
     if decision is None:
-        logger.info("skipped", extra={"notes": list(result.notes)})
+        logger.info(
+            "skipped" if result.weights is None else "repeated",
+            extra={"notes": list(result.notes), "weights": result.weights, "rejected": result.rejected},
+        )
         return
     logger.info(
         "decision",
@@ -122,6 +258,7 @@ def _log(result: RunResult) -> None:
                 {"region": r.region, "status": str(r.status), "detail": r.detail} for r in decision.regions
             ],
             "records_changed": result.applied,
+            "rejected": result.rejected,
             "override": result.override.to_json() if result.override else None,
             "notes": list(result.notes),
         },
@@ -134,17 +271,30 @@ def _log(result: RunResult) -> None:
         pass
 
 
+@functools.cache
 def _boto3_client(service: str, region: str) -> Any:
     import boto3  # from the Lambda runtime
 
-    return boto3.client(service, region_name=region)
+    # Kept for the warm container's next runs; made before any thread starts (see read_regions).
+    return boto3.client(service, region_name=region, config=CLIENT_CONFIG)
 
 
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    config = parse_config(os.environ[ENVIRONMENT_VARIABLE])
-    now = datetime.now(UTC)
-    result = run(config, _boto3_client, os.environ["AWS_REGION"], now, event.get("time"))
+    known: dict[str, Any] = {"event_time": event.get("time")}
+    try:
+        config = parse_config(os.environ[ENVIRONMENT_VARIABLE])
+        result = run(
+            config, _boto3_client, os.environ["AWS_REGION"], datetime.now(UTC), event.get("time"), known=known
+        )
+    except Exception:
+        # One structured line with what the run knew before it failed; the error still fails the run
+        # (the Errors alarm counts it).
+        logger.exception("run failed", extra={"known": known})
+        raise
     _log(result)
     decision = result.decision
-    return {"weights": decision.weights if decision else None, "reason": decision.reason if decision else ""}
+    return {
+        "weights": decision.weights if decision else result.weights,
+        "reason": decision.reason if decision else "; ".join(result.notes),
+    }

@@ -3,18 +3,21 @@
     {"weights": {"us-east-1": 0}, "expires_at": "2027-07-08T12:00:00Z", "reason": "patching us-east-1"}
 
 The orchestrator obeys an unexpired pin and logs it; an expired or unreadable one is ignored (and said
-so), so a forgotten pin cannot hold for ever and a typo cannot stop the orchestrator.
+so), so a forgotten pin cannot hold for ever and a typo cannot stop the orchestrator. No pin lasts more
+than LONGEST_PIN after it was written, whatever its `expires_at` says (the orchestrator counts from the
+parameter's LastModifiedDate), and an entry naming a region not in config is ignored alone.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from .policy import MAX_WEIGHT
 
 NO_OVERRIDE = "{}"  # what a cleared override parameter holds
+LONGEST_PIN = timedelta(days=7)
 
 
 class OverrideError(ValueError):
@@ -26,9 +29,16 @@ class Override:
     weights: dict[str, int]
     expires_at: datetime
     reason: str = ""
+    ignored: tuple[str, ...] = ()  # entries naming regions not in config
 
-    def active(self, now: datetime) -> bool:
-        return now < self.expires_at
+    def ends_at(self, written_at: datetime | None = None) -> datetime:
+        """When the pin stops being obeyed: its expiry, but never later than LONGEST_PIN after writing."""
+        if written_at is None:
+            return self.expires_at
+        return min(self.expires_at, written_at + LONGEST_PIN)
+
+    def active(self, now: datetime, written_at: datetime | None = None) -> bool:
+        return now < self.ends_at(written_at)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -61,14 +71,13 @@ def parse_override(text: str | None, regions: set[str]) -> Override | None:
         raise OverrideError(f"not JSON: {error}") from None
     if not isinstance(data, dict) or not isinstance(data.get("weights"), dict) or not data["weights"]:
         raise OverrideError('expected {"weights": {region: weight, ...}, "expires_at": "...Z"}')
-    weights = data["weights"]
+    weights = {region: weight for region, weight in data["weights"].items() if region in regions}
+    ignored = tuple(sorted(set(data["weights"]) - set(weights)))
     for region, weight in weights.items():
-        if region not in regions:
-            raise OverrideError(f"unknown region {region!r}; configured: {', '.join(sorted(regions))}")
         if not isinstance(weight, int) or isinstance(weight, bool) or not 0 <= weight <= MAX_WEIGHT:
             raise OverrideError(f"weight for {region} must be an integer 0-{MAX_WEIGHT}, got {weight!r}")
     if "expires_at" not in data:
         raise OverrideError("expires_at is missing: a pin must end by itself")
     if set(weights) == regions and not any(weights.values()):
         raise OverrideError("every region pinned to 0 would send no traffic anywhere")
-    return Override(dict(weights), parse_time(str(data["expires_at"])), str(data.get("reason", "")))
+    return Override(weights, parse_time(str(data["expires_at"])), str(data.get("reason", "")), ignored)

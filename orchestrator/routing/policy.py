@@ -242,18 +242,23 @@ def _rebalance(
     so a lower target next run. If load is proportional to weight, the distance to the steady weights
     is multiplied each run by -u/(1-u) (u: utilization), which swings for ever above u = 0.5 when the
     whole gap is taken. Moving (1-u)/2 of the way to the target halves the distance every run instead,
-    at any load. A damped step smaller than DEADBAND moves nothing, so weights come to rest instead of
-    creeping a unit a run."""
+    at any load. The healthy regions' total is not damped (load does not follow it: shares are relative),
+    so it never creeps toward the budget. A target within DEADBAND moves nothing."""
     spare_total = sum(s.spare_slots for s in eligible.values())
     if not eligible or spare_total <= 0:
         return
     others = sum(p.target for r, p in plans.items() if r not in eligible)
-    targets = spare_capacity_targets(params, max(budget - others, 0), eligible)
+    share_budget = max(budget - others, 0)
+    targets = spare_capacity_targets(params, share_budget, eligible)
     damping = (1.0 - utilization(eligible)) / 2
+    held = sum(current[region] for region in eligible)
     for region, target in targets.items():
-        step = round(damping * (target - current[region]))
-        if abs(step) >= DEADBAND:
-            plans[region].target = current[region] + step
+        # Only the split is damped: the healthy regions' total goes straight to what they share.
+        scaled = current[region] * share_budget / held if held > 0 else target
+        wanted = scaled + damping * (target - scaled)
+        # A move under one whole unit is rounding noise: it would flicker a weight by 1 for ever.
+        if abs(target - current[region]) > DEADBAND and abs(wanted - current[region]) >= 1:
+            plans[region].target = round(wanted)
             spare = eligible[region].spare_slots
             plans[region].detail = f"spare {spare:.0f} of {spare_total:.0f} slots -> {target}"
 

@@ -5,8 +5,10 @@ and only changes weights after that. No CloudFormation template holds them, so n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from .signals import Endpoint
 
@@ -68,14 +70,18 @@ def changes(
     endpoints: dict[str, Endpoint | None],
     existing: dict[str, Record],
 ) -> list[dict[str, Any]]:
-    """UPSERTs for the records that differ from what should be (weight, target or health check); a region
-    without a published endpoint gets none."""
+    """UPSERTs for the records that differ from what should be (weight, target or health check). A region
+    whose endpoint or health check is not published (or not readable this run) gets no new record; if it
+    has one, only its weight changes, keeping the target and health check it has."""
     result = []
     for region, weight in sorted(weights.items()):
         endpoint = endpoints.get(region)
-        if endpoint is None:
+        if endpoint is not None:
+            wanted = wanted_record(region, weight, endpoint)
+        elif region in existing:
+            wanted = replace(existing[region], weight=weight)
+        else:
             continue
-        wanted = wanted_record(region, weight, endpoint)
         if existing.get(region) == wanted:
             continue
         record: dict[str, Any] = {
@@ -96,9 +102,40 @@ def changes(
     return result
 
 
-def apply_changes(route53: Any, zone_id: str, batch: list[dict[str, Any]], comment: str) -> None:
-    """One change batch: Route 53 applies all of it or none."""
-    if batch:
-        route53.change_resource_record_sets(
-            HostedZoneId=zone_id, ChangeBatch={"Comment": comment[:256], "Changes": batch}
-        )
+def _region_of(change: dict[str, Any]) -> str:
+    return str(change["ResourceRecordSet"]["SetIdentifier"])
+
+
+def _invalid(error: ClientError) -> bool:
+    return error.response.get("Error", {}).get("Code") == "InvalidChangeBatch"
+
+
+def _send(route53: Any, zone_id: str, changes: list[dict[str, Any]], comment: str) -> None:
+    route53.change_resource_record_sets(
+        HostedZoneId=zone_id, ChangeBatch={"Comment": comment[:256], "Changes": changes}
+    )
+
+
+def apply_changes(route53: Any, zone_id: str, batch: list[dict[str, Any]], comment: str) -> dict[str, str]:
+    """One change batch; Route 53 applies all of it or none. When it rejects the batch as invalid (one bad
+    record, e.g. an alias target it does not accept), each change is sent on its own, so one region's
+    problem does not freeze the others. Returns region -> why its change was rejected."""
+    if not batch:
+        return {}
+    try:
+        _send(route53, zone_id, batch, comment)
+        return {}
+    except ClientError as error:
+        if not _invalid(error):
+            raise
+        if len(batch) == 1:
+            return {_region_of(batch[0]): str(error)}
+    rejected: dict[str, str] = {}
+    for change in batch:
+        try:
+            _send(route53, zone_id, [change], comment)
+        except ClientError as error:
+            if not _invalid(error):
+                raise
+            rejected[_region_of(change)] = str(error)
+    return rejected

@@ -20,6 +20,7 @@ PROPS = OrchestratorProps(
     override_parameter="/kit/routing/override",
     powertools_version="3.37.0",
     log_retention_days=30,
+    alarm_email="oncall@example.com",
 )
 
 
@@ -74,4 +75,45 @@ def test_the_failure_alarm_watches_the_function_errors(template):
     template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {"MetricName": "Errors", "Namespace": "AWS/Lambda", "EvaluationPeriods": 5, "DatapointsToAlarm": 3},
+    )
+
+
+def test_one_run_at_a_time_with_no_retries_and_no_stale_events(template):
+    """Lambda's asynchronous retries (2 by default, events kept up to 6 h) gave overlapping, repeated and
+    late runs: none, events dropped after a minute, one concurrent run."""
+    template.has_resource_properties("AWS::Lambda::Function", {"ReservedConcurrentExecutions": 1})
+    (config,) = template.find_resources("AWS::Lambda::EventInvokeConfig").values()
+    assert config["Properties"]["MaximumRetryAttempts"] == 0
+    assert config["Properties"]["MaximumEventAgeInSeconds"] == 60
+    assert config["Properties"]["Qualifier"] == "$LATEST"
+
+
+def test_errors_throttles_and_missing_runs_notify_the_topic(template):
+    alarms = template.find_resources("AWS::CloudWatch::Alarm")
+    by_metric = {alarm["Properties"]["MetricName"]: alarm["Properties"] for alarm in alarms.values()}
+    assert set(by_metric) == {"Errors", "Throttles", "Invocations"}
+    (topic,) = template.find_resources("AWS::SNS::Topic")
+    for properties in by_metric.values():
+        assert properties["AlarmActions"] == [{"Ref": topic}]
+        assert properties["OKActions"] == [{"Ref": topic}]
+    missing = by_metric["Invocations"]
+    assert missing["ComparisonOperator"] == "LessThanThreshold" and missing["Threshold"] == 1
+    assert missing["TreatMissingData"] == "breaching"  # no datapoint is no run
+    template.has_resource_properties(
+        "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "oncall@example.com"}
+    )
+    # The topic is encrypted with a key CloudWatch may use, and CloudWatch may publish to it.
+    template.has_resource_properties(
+        "AWS::SNS::TopicPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {"Principal": {"Service": "cloudwatch.amazonaws.com"}, "Action": "sns:Publish"}
+                        )
+                    ]
+                )
+            }
+        },
     )

@@ -34,6 +34,60 @@ def test_rate_limit_blocks_one_client_ip_above_the_configured_budget(template):
     }
 
 
+def _build(stack, vpc, props):
+    logs = EncryptedLogs(stack, "Logs", props=LogProps(retention_days=30))
+    alb = elbv2.ApplicationLoadBalancer(stack, "Alb", vpc=vpc, internet_facing=True)
+    ServingWebAcl(stack, "Waf", props=props, logs=logs, load_balancer=alb)
+    return Template.from_stack(stack)
+
+
+def test_a_cdn_or_proxy_in_front_rate_limits_on_the_forwarded_address(stack, vpc):
+    """A shop backend, NAT or CDN calls from a few addresses: keyed on the connecting address, all its
+    users would share one budget and be blocked together."""
+    props = WebAclProps(
+        "kit-us-east-1", 750, 120, rate_limit_key="forwarded_ip", rate_limit_header="X-Forwarded-For"
+    )
+    rules = _rules(_build(stack, vpc, props))
+    assert "RateLimitPerClientIp" not in rules
+    assert rules["RateLimitPerClient"]["Statement"]["RateBasedStatement"] == {
+        "AggregateKeyType": "FORWARDED_IP",
+        "ForwardedIPConfig": {"HeaderName": "X-Forwarded-For", "FallbackBehavior": "MATCH"},
+        "Limit": 750,
+        "EvaluationWindowSec": 120,
+    }
+    assert sorted(rule["Priority"] for rule in rules.values()) == [0, 1, 2, 3]
+
+
+def test_a_custom_header_key_with_a_per_address_backstop_for_requests_without_it(stack, vpc):
+    props = WebAclProps(
+        "kit-us-east-1",
+        750,
+        300,
+        rate_limit_key="header",
+        rate_limit_header="x-shopper-id",
+        source_ip_backstop_limit=50_000,
+    )
+    rules = _rules(_build(stack, vpc, props))
+    keyed = rules["RateLimitPerClient"]
+    assert (keyed["Priority"], keyed["Action"]) == (0, {"Block": {}})
+    assert keyed["Statement"]["RateBasedStatement"] == {
+        "AggregateKeyType": "CUSTOM_KEYS",
+        "CustomKeys": [
+            {"Header": {"Name": "x-shopper-id", "TextTransformations": [{"Priority": 0, "Type": "NONE"}]}}
+        ],
+        "Limit": 750,
+        "EvaluationWindowSec": 300,
+    }
+    backstop = rules["RateLimitPerSourceIp"]
+    assert backstop["Priority"] == 1 and backstop["Action"] == {"Block": {}}
+    assert backstop["Statement"]["RateBasedStatement"] == {
+        "AggregateKeyType": "IP",
+        "Limit": 50_000,
+        "EvaluationWindowSec": 300,
+    }
+    assert sorted(rule["Priority"] for rule in rules.values()) == [0, 1, 2, 3, 4]
+
+
 def test_managed_groups_for_an_api_run_after_the_rate_limit(template):
     rules = _rules(template)
     managed = {

@@ -19,7 +19,7 @@ def weights(name: str, region: str) -> list[int]:
 
 def test_every_shipped_scenario_is_tested_here():
     shipped = {path.stem for path in SCENARIOS.glob("*.yaml")}
-    assert shipped == {"degrade-and-recover", "flapping", "missing-metrics", "all-bad"}
+    assert shipped == {"degrade-and-recover", "flapping", "missing-metrics", "all-bad", "missing-minutes"}
 
 
 def test_degraded_region_reaches_its_floor_within_three_runs_and_recovers():

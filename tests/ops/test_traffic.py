@@ -109,3 +109,55 @@ def test_durations():
     assert parse_duration("1d") == timedelta(days=1)
     with pytest.raises(OverrideError):
         parse_duration("soon")
+
+
+def test_a_second_pin_merges_with_the_active_one_instead_of_ending_it(config, capsys):
+    assert main(["--config", str(config), "pin", "us-east-1=0", "--reason", "patching"], client) == 0
+    assert main(["--config", str(config), "pin", "us-west-2=10", "--reason", "load test"], client) == 0
+    out = capsys.readouterr().out
+    assert "kept from the active pin: us-east-1" in out
+    ssm = client("ssm", "us-east-1")
+    override = parse_override(
+        ssm.get_parameter(Name="/shopping-assistant/routing/override")["Parameter"]["Value"], REGIONS
+    )
+    assert override.weights == {"us-east-1": 0, "us-west-2": 10}
+    assert override.reason == "patching; load test"
+    assert main(["--config", str(config), "pin", "us-east-2=5", "--replace"], client) == 0
+    override = parse_override(
+        ssm.get_parameter(Name="/shopping-assistant/routing/override")["Parameter"]["Value"], REGIONS
+    )
+    assert override.weights == {"us-east-2": 5}
+
+
+def test_an_expired_pin_is_not_merged(config):
+    ssm = client("ssm", "us-east-1")
+    old = {"weights": {"us-east-1": 0}, "expires_at": "2020-01-01T00:00:00Z", "reason": "long ago"}
+    ssm.put_parameter(Name="/shopping-assistant/routing/override", Value=json.dumps(old), Type="String")
+    assert main(["--config", str(config), "pin", "us-west-2=10"], client) == 0
+    override = parse_override(
+        ssm.get_parameter(Name="/shopping-assistant/routing/override")["Parameter"]["Value"], REGIONS
+    )
+    assert override.weights == {"us-west-2": 10}
+
+
+def test_show_lists_a_record_whose_region_left_config(config, capsys):
+    route53 = client("route53", "us-east-1")
+    zone = route53.list_hosted_zones()["HostedZones"][0]["Id"].split("/")[-1]
+    record = {
+        "Name": "assistant.example.com",
+        "Type": "A",
+        "SetIdentifier": "eu-west-1",
+        "Weight": 20,
+        "AliasTarget": {
+            "HostedZoneId": "Z32O12XQLNTSW2",
+            "DNSName": "dualstack.alb.eu-west-1.elb.amazonaws.com",
+            "EvaluateTargetHealth": True,
+        },
+    }
+    route53.change_resource_record_sets(
+        HostedZoneId=zone, ChangeBatch={"Changes": [{"Action": "CREATE", "ResourceRecordSet": record}]}
+    )
+    assert main(["--config", str(config), "show"], client) == 0
+    out = capsys.readouterr().out
+    assert "eu-west-1       weight  20 (20.0%)  not in config, 0 runs: set to 0 after 10 runs" in out
+    assert "us-east-1       weight  45 (45.0%)" in out  # shares count every record

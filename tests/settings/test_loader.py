@@ -422,6 +422,26 @@ BAD_CONFIGS = [
         id="waf-window-aws-does-not-offer",
     ),
     pytest.param(
+        MINIMAL + "load_balancer:\n  waf:\n    rate_limit_key: header\n",
+        ["config.yaml:9", "load_balancer.waf.rate_limit_header", "rate_limit_key header needs the header"],
+        id="waf-header-key-without-its-header",
+    ),
+    pytest.param(
+        MINIMAL + "load_balancer:\n  waf:\n    rate_limit_header: X-Shopper\n",
+        ["config.yaml:10", "load_balancer.waf.rate_limit_header", "the key here is ip"],
+        id="waf-header-for-the-ip-key",
+    ),
+    pytest.param(
+        MINIMAL + "load_balancer:\n  waf:\n    rate_limit_key: header\n    rate_limit_header: x shopper\n",
+        ["config.yaml:11", "load_balancer.waf.rate_limit_header", "not an HTTP header name"],
+        id="waf-header-name-with-a-space",
+    ),
+    pytest.param(
+        MINIMAL + "load_balancer:\n  waf:\n    rate_limit_key: client\n",
+        ["config.yaml:10", "load_balancer.waf.rate_limit_key", "'ip', 'forwarded_ip' or 'header'"],
+        id="waf-key-waf-does-not-offer",
+    ),
+    pytest.param(
         MINIMAL + "load_balancer:\n  deletion_protection: 'no'\n",
         ["load_balancer.deletion_protection", "valid boolean"],
         id="deletion-protection-not-a-boolean",
@@ -758,3 +778,30 @@ def test_routing_defaults_and_the_derived_host_floor() -> None:
     assert settings.routing.floor == 5 and settings.routing.drain_runs == 3
     # inf2 min 2 + trn1 min 1 = 3 hosts; half of them, rounded up, must stay healthy.
     assert settings.min_healthy_hosts("us-east-1") == 2
+
+
+def test_a_region_past_the_alb_target_quota_with_its_surge_is_a_warning_at_the_event(tmp_path: Path) -> None:
+    """Each task is an HTTP and a gRPC target: 400 inf2 hosts plus a 25% surge (100) are 1,000 targets on
+    the one ALB, at the default quota; 401 pass it."""
+    at_quota = load_config(
+        write(tmp_path, MINIMAL + EVENT.replace("{min: 12, max: 60}", "{min: 12, max: 400}"))
+    )
+    assert at_quota.warnings == ()
+    path = write(tmp_path, MINIMAL + EVENT.replace("{min: 12, max: 60}", "{min: 12, max: 401}"))
+    (warning,) = load_config(path).warnings
+    assert warning.startswith(
+        f"{path}:13: events[name=prime-day].regions.us-east-1: during event 'prime-day'"
+    )
+    assert "us-east-1 may run 502 hosts (max plus deploy surge)" in warning
+    assert "1004 targets on its one ALB" in warning and "default 1,000 targets per ALB" in warning
+
+
+def test_fleets_past_the_target_group_and_cluster_quotas_warn_at_the_regions_fleets(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL.replace("min: 1, max: 2", "min: 1, max: 4001"))
+    warnings = load_config(path).warnings
+    assert len(warnings) == 3
+    assert all(w.startswith(f"{path}:6: regions.us-east-1.fleets: at the fleets' max") for w in warnings)
+    assert "5002 hosts" in warnings[0]  # 4,001 + a 25% surge of 1,001
+    assert "targets per ALB" in warnings[0]
+    assert "5002 targets in each target group" in warnings[1]
+    assert "5,000 container instances per cluster" in warnings[2]

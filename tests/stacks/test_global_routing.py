@@ -9,7 +9,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from orchestrator.routing.config import parse_config
 from stacks.props import POWERTOOLS_VERSION
-from stacks.routing_names import orchestrator_config
+from stacks.routing_names import orchestrator_config, powertools_layer_parameter
 from tests.stacks.conftest import REPO, resources
 
 ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
@@ -57,6 +57,8 @@ def test_powertools_comes_from_the_public_layer_of_the_pinned_version(global_tem
     assert function["Runtime"] == "python3.14"
     (parameter,) = [p for name, p in global_template["Parameters"].items() if "powertools" in name.lower()]
     assert parameter["Default"] == f"/aws/service/powertools/python/x86_64/python3.14/{POWERTOOLS_VERSION}"
+    # The parameter `make preflight` checks in the orchestrator's region is the one the stack resolves.
+    assert parameter["Default"] == powertools_layer_parameter()
     pinned = (REPO / "requirements-dev.txt").read_text()
     assert f"aws-lambda-powertools=={POWERTOOLS_VERSION}" in pinned
     assert function["Timeout"] < 60  # runs never overlap on the one-minute schedule

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import UTC
+from datetime import UTC, timedelta
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from cdk_constructs.fleet.rollout import HostBounds
+from ops.preflight.assembly import scheduled_starts
+from ops.preflight.checks import Status, schedule_findings
 from settings import Settings, load_settings
 from stacks.serving_app import build_app
 from tests.stacks.conftest import REPO, keys, lowered_together, resources, scheduled_bounds
@@ -106,6 +108,19 @@ def test_no_scheduled_action_lowers_a_maximum_at_the_same_time_as_a_minimum(peak
         # Both event fleets of us-east-1, the one of us-west-2: a scalable target and a group each.
         assert len(lowered_max) == {"us-east-1": 4, "us-west-2": 2, "us-east-2": 0}[region], region
         assert {at for _, at in lowered_max} <= {"2099-07-10T09:00:00"}, region
+
+
+def test_preflight_finds_every_scheduled_action_of_the_synthesized_templates(peak_settings, peak_templates):
+    """Each fleet an event names has three changes (raise, restore, scale-in) on its scalable target and
+    its group; the preflight passes them before the ramp and rejects the assembly once it has begun."""
+    event = peak_settings.events[0]
+    ramp = event.ramp_start(peak_settings.serving.cold_start_budget_seconds).astimezone(UTC)
+    starts = scheduled_starts(peak_templates["us-east-1"])
+    assert len(starts) == 2 * 2 * 3 and starts[0].at == ramp
+    (before,) = schedule_findings("us-east-1", "s", starts, ramp - timedelta(days=1))
+    assert before.status is Status.OK
+    (after,) = schedule_findings("us-east-1", "s", starts, ramp + timedelta(minutes=1))
+    assert after.status is Status.SHORTFALL and "peak-test-raise" in after.advice
 
 
 def test_still_no_desired_capacity_anywhere(peak_templates):

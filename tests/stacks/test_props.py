@@ -126,6 +126,23 @@ def test_waf_and_deletion_protection_follow_the_load_balancer_section(settings, 
     teardown = overlay("load_balancer:\n  deletion_protection: false\n  waf:\n    enabled: false\n")
     assert props.load_balancer_props(teardown, "us-east-2").deletion_protection is False
     assert props.load_balancer_props(teardown, "us-east-2").web_acl is None
+    behind_cdn = overlay("load_balancer:\n  waf:\n    rate_limit_key: forwarded_ip\n")
+    acl = props.load_balancer_props(behind_cdn, "us-east-2").web_acl
+    assert (acl.rate_limit_key, acl.rate_limit_header, acl.source_ip_backstop_limit) == (
+        "forwarded_ip",
+        "X-Forwarded-For",
+        None,
+    )
+    keyed = overlay(
+        "load_balancer:\n  waf:\n    rate_limit_key: header\n    rate_limit_header: x-shopper-id\n"
+        "    source_ip_backstop_limit: 20000\n"
+    )
+    acl = props.load_balancer_props(keyed, "us-east-2").web_acl
+    assert (acl.rate_limit_key, acl.rate_limit_header, acl.source_ip_backstop_limit) == (
+        "header",
+        "x-shopper-id",
+        20000,
+    )
 
 
 def test_fleets_launch_in_the_zones_that_offer_their_type(settings):

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from ops.preflight.assembly import ScheduledStart
 from ops.preflight.checks import (
+    ECS_CONTAINER_INSTANCES,
+    ELB_TARGETS_PER_ALB,
+    ELB_TARGETS_PER_TARGET_GROUP,
     EVERYDAY,
     Status,
+    hosts_at_once,
+    layer_finding,
     quota_findings,
     reservation_findings,
     reservation_ids,
+    scale_findings,
     scenarios,
+    schedule_findings,
     vcpus_needed,
     zone_findings,
 )
@@ -27,22 +35,98 @@ US_EAST_1 = {
 }
 
 
-def test_each_event_needs_the_vcpus_of_every_fleet_at_its_max_hosts(peak):
+def test_each_event_needs_the_vcpus_of_every_fleets_max_hosts_deploy_surge_and_warm_pool(peak):
+    """us-east-1's inf2 fleet has a warm pool (min_size 2, max_prepared 40): everyday its group reaches
+    20 + 5 surge hosts, and the pool is prepared up to 40 hosts in all (running while it is prepared); in
+    the event 60 + 15 surge hosts and the pool's 2 refilling beside them."""
     by_name = {scenario.name: scenario for scenario in scenarios(peak, "us-east-1")}
     assert set(by_name) == {EVERYDAY, "peak-test"}
-    assert vcpus_needed(peak, "us-east-1", by_name[EVERYDAY]) == {INF: 20 * 192, TRN: 10 * 128}
-    assert vcpus_needed(peak, "us-east-1", by_name["peak-test"]) == {INF: 60 * 192, TRN: 30 * 128}
-    # us-west-2's event raises inf2 only; its trn1 fleet keeps its own max.
+    assert vcpus_needed(peak, "us-east-1", by_name[EVERYDAY]) == {INF: 40 * 192, TRN: (10 + 3) * 128}
+    assert vcpus_needed(peak, "us-east-1", by_name["peak-test"]) == {
+        INF: (60 + 15 + 2) * 192,
+        TRN: (30 + 8) * 128,
+    }
+    # us-west-2's event raises inf2 only (no pool there); its trn1 fleet keeps its own max.
     west = {s.name: s for s in scenarios(peak, "us-west-2")}
-    assert vcpus_needed(peak, "us-west-2", west["peak-test"]) == {INF: 40 * 192, TRN: 10 * 128}
+    assert vcpus_needed(peak, "us-west-2", west["peak-test"]) == {INF: 50 * 192, TRN: 13 * 128}
+
+
+def test_a_fleet_without_a_pool_needs_its_max_and_surge_only(peak):
+    inf2, trn1 = peak.regions["us-east-1"].fleets
+    assert hosts_at_once(peak, trn1, 30) == 38
+    assert hosts_at_once(peak, inf2, 100) == 125 + 2  # the pool's min_size beside a full group
+    assert hosts_at_once(peak, inf2, 10) == 40  # max_prepared above the group's ceiling
 
 
 def test_a_quota_below_an_events_peak_is_a_shortfall_naming_region_event_and_code(peak):
-    findings = quota_findings(peak, "us-east-1", {INF: 5000.0, TRN: 4000.0})
+    findings = quota_findings(peak, "us-east-1", {INF: 10_000.0, TRN: 10_000.0})
     short = [f for f in findings if f.status is Status.SHORTFALL]
     assert [(f.scope, f.check) for f in short] == [("peak-test", f"On-Demand Inf vCPUs ({INF})")]
-    assert "us-east-1 peak-test" in short[0].advice and "11,520" in short[0].advice
+    assert "us-east-1 peak-test" in short[0].advice and "14,784" in short[0].advice
+    assert "deploy surge and warm pools" in short[0].advice
     assert all(f.status is Status.OK for f in findings if f.scope == EVERYDAY)
+
+
+AWS_DEFAULT_LIMITS = {ELB_TARGETS_PER_ALB: 1000.0, ELB_TARGETS_PER_TARGET_GROUP: 1000.0}
+
+
+def test_prime_day_fits_the_default_alb_and_ecs_quotas_with_its_surge():
+    prime_day = load_settings(REPO / "config" / "prime-day.yaml")
+    findings = scale_findings(prime_day, "us-east-1", AWS_DEFAULT_LIMITS | {ECS_CONTAINER_INSTANCES: 5000.0})
+    assert {f.status for f in findings} == {Status.OK}
+    alb = next(f for f in findings if f.scope == "prime-day" and f.check == ELB_TARGETS_PER_ALB)
+    assert alb.needed == "978"  # (260 + 65 + 131 + 33) hosts, an HTTP and a gRPC target each
+
+
+def test_an_event_past_the_accounts_alb_targets_is_a_shortfall_and_unreported_limits_use_the_defaults(
+    tmp_path,
+):
+    path = tmp_path / "big.yaml"
+    path.write_text(
+        f"base: {REPO / 'config' / 'prime-day.yaml'}\nevents:\n  - name: prime-day\n    regions:\n"
+        "      us-east-1:\n        inf2.48xlarge: {min: 173, max: 300}\n"
+    )
+    big = load_settings(path)
+    findings = scale_findings(big, "us-east-1", {ELB_TARGETS_PER_ALB: 1000.0})
+    short = [f for f in findings if f.status is Status.SHORTFALL]
+    assert [(f.scope, f.check) for f in short] == [("prime-day", ELB_TARGETS_PER_ALB)]
+    assert "us-east-1 prime-day: 539 hosts" in short[0].advice and "1,078" in short[0].advice
+    unreported = next(f for f in findings if f.check == ECS_CONTAINER_INSTANCES)
+    assert unreported.available == "5,000 (default; not reported)"
+    # An account with its ALB quota raised passes.
+    raised = scale_findings(big, "us-east-1", {ELB_TARGETS_PER_ALB: 2000.0})
+    assert not [f for f in raised if f.status is Status.SHORTFALL]
+
+
+def test_a_missing_powertools_parameter_is_a_shortfall_naming_it():
+    assert layer_finding("us-east-1", "/aws/service/powertools/x", True).status is Status.OK
+    missing = layer_finding("us-east-1", "/aws/service/powertools/x", False)
+    assert missing.status is Status.SHORTFALL and "/aws/service/powertools/x does not exist" in missing.advice
+
+
+NOW = datetime(2027, 7, 7, 0, 0, tzinfo=UTC)
+
+
+def _start(name, at):
+    return ScheduledStart("FleetHosts", name, at)
+
+
+def test_scheduled_actions_must_start_after_the_deploy_margin():
+    starts = [
+        _start("prime-day-raise", NOW + timedelta(hours=5)),
+        _start("prime-day-restore", NOW + timedelta(days=3)),
+    ]
+    (ok,) = schedule_findings("us-east-1", "kit-us-east-1", starts, NOW)
+    assert ok.status is Status.OK
+    # A stale assembly: synthesized days ago, its ramp is now 10 minutes away (inside the margin) or past.
+    stale = [_start("prime-day-raise", NOW + timedelta(minutes=10)), *starts[1:]]
+    (short,) = schedule_findings("us-east-1", "kit-us-east-1", stale, NOW)
+    assert short.status is Status.SHORTFALL
+    assert "prime-day-raise at 2027-07-07 00:10 UTC" in short.advice and "make synth" in short.advice
+    (past,) = schedule_findings("us-east-1", "kit-us-east-1", [_start("x", NOW - timedelta(days=1))], NOW)
+    assert past.status is Status.SHORTFALL
+    (none,) = schedule_findings("us-east-1", "kit-us-east-1", None, NOW)
+    assert none.status is Status.WARNING and "no template for kit-us-east-1" in none.advice
 
 
 def test_default_zones_are_the_ones_that_offer_each_fleets_type(default):

@@ -1,7 +1,11 @@
-"""`python -m ops.preflight`: tables, exit codes and messages. EC2 from moto; Service Quotas through
-botocore's Stubber (moto 5.2.5 has no Service Quotas `ec2` service)."""
+"""`python -m ops.preflight`: tables, exit codes and messages. EC2 from moto; Service Quotas, ELBv2's
+account limits and the Powertools SSM parameter through botocore's Stubber with AWS-shaped responses (moto
+5.2.5 has no Service Quotas `ec2` or `ecs` quotas, its own ELB limit figures and no public parameters)."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import boto3
 import pytest
@@ -9,35 +13,68 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from ops.preflight.__main__ import main
+from stacks.routing_names import powertools_layer_parameter
 from tests.ops.preflight.conftest import REPO
 
 DEFAULT_CONFIG = str(REPO / "config" / "default.yaml")
+AWS_ELB_DEFAULTS = {"targets-per-application-load-balancer": "1000", "targets-per-target-group": "1000"}
 
 
 class MotoWithStubbedQuotas:
-    """A boto3 session stand-in: moto's EC2, and Service Quotas answering `quotas` per region."""
+    """A boto3 session stand-in: moto's EC2; Service Quotas answering `quotas` and ECS's container
+    instances per cluster, ELBv2 answering `elb_limits`, SSM answering whether the Powertools layer's
+    parameter exists (it is read in the orchestrator's region only)."""
 
-    def __init__(self, quotas: dict[str, float]) -> None:
+    def __init__(
+        self,
+        quotas: dict[str, float],
+        elb_limits: dict[str, str] | None = None,
+        layer_published: bool = True,
+    ) -> None:
         self.quotas = quotas
+        self.elb_limits = AWS_ELB_DEFAULTS if elb_limits is None else elb_limits
+        self.layer_published = layer_published
         self.stubs: list[Stubber] = []
 
     def client(self, service: str, region_name: str):
         client = boto3.client(service, region_name=region_name)
+        if service == "ec2":
+            return client
+        stub = Stubber(client)
         if service == "service-quotas":
-            stub = Stubber(client)
             for code in sorted(self.quotas):
                 stub.add_response(
                     "get_service_quota",
                     {"Quota": {"ServiceCode": "ec2", "QuotaCode": code, "Value": self.quotas[code]}},
                     {"ServiceCode": "ec2", "QuotaCode": code},
                 )
-            stub.activate()
-            self.stubs.append(stub)
+            ecs = {
+                "ServiceCode": "ecs",
+                "QuotaCode": "L-0000EXAMPLE",
+                "QuotaName": "Container instances per cluster",
+            }
+            stub.add_response(
+                "list_service_quotas", {"Quotas": [{**ecs, "Value": 5000.0}]}, {"ServiceCode": "ecs"}
+            )
+        elif service == "elbv2":
+            limits = [{"Name": name, "Max": value} for name, value in self.elb_limits.items()]
+            stub.add_response("describe_account_limits", {"Limits": limits}, {})
+        elif service == "ssm":
+            name = powertools_layer_parameter()
+            if self.layer_published:
+                parameter = {"Name": name, "Type": "String", "Value": "arn:aws:lambda:x:1:layer:p:1"}
+                stub.add_response("get_parameter", {"Parameter": parameter}, {"Name": name})
+            else:
+                stub.add_client_error("get_parameter", "ParameterNotFound", expected_params={"Name": name})
+        stub.activate()
+        self.stubs.append(stub)
         return client
 
 
 @pytest.fixture
-def aws(credentials, monkeypatch):
+def aws(credentials, monkeypatch, tmp_path):
+    # The default assembly is ./cdk.out: run where there is none, whatever the checkout holds.
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "200")  # rich wraps table cells to the terminal's width, 80 when captured
     with mock_aws():
         yield
@@ -63,8 +100,8 @@ def test_a_short_quota_exits_one_naming_region_and_quota(aws, capsys):
     err = capsys.readouterr().err
     assert "3 shortfall(s):" in err
     assert (
-        "us-east-1 everyday: On-Demand Inf vCPUs quota L-1945791B is 1,000, the fleets' max hosts need 3,840"
-        in err
+        "us-east-1 everyday: On-Demand Inf vCPUs quota L-1945791B is 1,000, the fleets' max hosts with "
+        "deploy surge and warm pools need 4,800" in err
     )
 
 
@@ -85,3 +122,67 @@ def test_a_bad_config_exits_one_with_the_config_error(tmp_path, capsys):
     path.write_text("regions: {}\n")
     assert main([str(path)]) == 1
     assert "config error" in capsys.readouterr().err
+
+
+def _assembly(tmp_path: Path, start_time: str) -> Path:
+    """An assembly holding the us-east-1 stack's template with one group scheduled action, as synthesized."""
+    directory = tmp_path / "cdk.out"
+    directory.mkdir()
+    template = {
+        "Resources": {
+            "FleetHostsScheduled": {
+                "Type": "AWS::AutoScaling::ScheduledAction",
+                "Properties": {
+                    "AutoScalingGroupName": {"Ref": "FleetHostsGroup"},
+                    "StartTime": start_time,
+                    "MinSize": 12,
+                    "MaxSize": 75,
+                },
+            }
+        }
+    }
+    (directory / "shopping-assistant-us-east-1.template.json").write_text(json.dumps(template))
+    return directory
+
+
+def test_an_assembly_synthesized_before_the_ramp_and_deployed_after_it_is_rejected(aws, tmp_path, capsys):
+    session = MotoWithStubbedQuotas({"L-1945791B": 10_000.0, "L-2C3B7624": 10_000.0})
+    stale = _assembly(tmp_path, "2020-07-08T06:00:00Z")
+    assert main([DEFAULT_CONFIG, "--assembly", str(stale)], session_factory=lambda: session) == 1
+    err = capsys.readouterr().err
+    assert "FleetHostsScheduled at 2020-07-08 06:00 UTC" in err and "make synth" in err
+    # Regions whose stack the assembly lacks are a warning, not a shortfall.
+    assert "no template for shopping-assistant-us-west-2" in err
+
+
+def test_an_unpublished_powertools_layer_is_a_shortfall_in_the_orchestrators_region(aws, tmp_path, capsys):
+    session = MotoWithStubbedQuotas({"L-1945791B": 10_000.0, "L-2C3B7624": 10_000.0}, layer_published=False)
+    fresh = _assembly(tmp_path, "2099-07-08T06:00:00Z")
+    assert main([DEFAULT_CONFIG, "--assembly", str(fresh)], session_factory=lambda: session) == 1
+    err = capsys.readouterr().err
+    assert "1 shortfall(s):" in err
+    assert f"us-east-1: SSM parameter {powertools_layer_parameter()} does not exist" in err
+
+
+def test_an_account_below_the_alb_targets_its_fleets_need_exits_one(aws, capsys):
+    """Everyday, us-east-1 runs up to 25 + 13 hosts with the surge: 76 targets on its ALB."""
+    session = MotoWithStubbedQuotas(
+        {"L-1945791B": 10_000.0, "L-2C3B7624": 10_000.0},
+        elb_limits={"targets-per-application-load-balancer": "50", "targets-per-target-group": "1000"},
+    )
+    assert main([DEFAULT_CONFIG], session_factory=lambda: session) == 1
+    err = capsys.readouterr().err
+    assert (
+        "us-east-1 everyday: 38 hosts (max plus deploy surge) need 76 for "
+        "targets-per-application-load-balancer" in err
+    )
+
+
+def test_an_unreadable_template_in_the_assembly_is_a_clear_error(aws, tmp_path, capsys):
+    directory = tmp_path / "cdk.out"
+    directory.mkdir()
+    (directory / "shopping-assistant-us-east-1.template.json").write_text("{not json")
+    session = MotoWithStubbedQuotas({"L-1945791B": 10_000.0, "L-2C3B7624": 10_000.0})
+    assert main([DEFAULT_CONFIG, "--assembly", str(directory)], session_factory=lambda: session) == 2
+    err = capsys.readouterr().err
+    assert "cannot read the synthesized template" in err and "Traceback" not in err

@@ -1,42 +1,63 @@
 """The orchestrator's Lambda handler against moto (Route 53 zone and weighted records, CloudWatch metric
-data with standard statistics, SSM): the degrade-and-recover scenario through the real handler, minute by
-minute, with the record weights moto holds after each run checked against the offline rehearsal."""
+data with standard statistics and metric alarms, SSM): every shipped scenario through the real handler,
+minute by minute, against the offline rehearsal; and the faults of delivery and of AWS's APIs."""
 
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from ops.routing_scenario import load_scenario, replay
+from ops.routing_replay import replay
+from ops.routing_scenario import MinuteOfRegion, load_scenario
 from orchestrator.routing import handler as lambda_handler
 from orchestrator.routing.config import OrchestratorConfig, RegionTarget
 from orchestrator.routing.override import Override
 from orchestrator.routing.policy import PolicyParams
 from orchestrator.routing.records import read_records
+from orchestrator.routing.signals import minute_to_read
+from orchestrator.routing.state import MAX_BYTES, parse_state
 
 REPO = Path(__file__).resolve().parents[3]
-SCENARIO = REPO / "scenarios" / "routing" / "degrade-and-recover.yaml"
+SCENARIOS = sorted((REPO / "scenarios" / "routing").glob("*.yaml"))
 DOMAIN = "assistant.example.com"
 START = datetime(2027, 7, 8, 12, 0, tzinfo=UTC)
 GAUGE_INTERVAL = 10
 REQUESTS_PER_MINUTE = 1000
-MIN_HOSTS = {"us-east-1": 4, "us-west-2": 2, "us-east-2": 1}  # as in the scenario
+MIN_HOSTS = {"us-east-1": 4, "us-west-2": 2, "us-east-2": 1}  # as in the scenarios
 WEIGHTS = {"us-east-1": 50, "us-west-2": 30, "us-east-2": 20}
+HEALTHY = MinuteOfRegion(
+    slow_first_token_share=0.002,
+    error_share=0.0,
+    healthy_hosts=12,
+    min_hosts=4,
+    serving_slots=384,
+    requests_in_flight=200,
+)
+SLOW = HEALTHY.model_copy(update={"slow_first_token_share": 0.2})
 
 
 _clients: dict[tuple[str, str], object] = {}
 
 
 def client(service: str, region: str):
-    """One client per service and region for the test, as one Lambda invocation keeps its own."""
+    """One client per service and region for the test, as one Lambda container keeps its own."""
     if (service, region) not in _clients:
         _clients[service, region] = boto3.client(service, region_name=region)
     return _clients[service, region]
+
+
+def alarm_name(region: str) -> str:
+    # Whatever the regional stack calls it: the orchestrator reads the name config gives it.
+    return f"kit-{region}-drain-on-this"
 
 
 @pytest.fixture
@@ -49,12 +70,16 @@ def aws(monkeypatch):
         _clients.clear()
 
 
-@pytest.fixture
-def config(aws) -> OrchestratorConfig:
+def make_config(weights: dict[str, int], min_hosts: dict[str, int]) -> OrchestratorConfig:
     route53 = client("route53", "us-east-1")
-    zone = route53.create_hosted_zone(Name="example.com", CallerReference="zone")["HostedZone"]["Id"]
+    zones = route53.list_hosted_zones()["HostedZones"]
+    zone = (
+        zones[0]["Id"]
+        if zones
+        else route53.create_hosted_zone(Name="example.com", CallerReference="z")["HostedZone"]["Id"]
+    )
     regions = []
-    for region, weight in WEIGHTS.items():
+    for region, weight in weights.items():
         check = route53.create_health_check(
             CallerReference=region,
             HealthCheckConfig={"Type": "CALCULATED", "ChildHealthChecks": [], "HealthThreshold": 0},
@@ -71,10 +96,10 @@ def config(aws) -> OrchestratorConfig:
             RegionTarget(
                 name=region,
                 initial_weight=weight,
-                min_hosts=MIN_HOSTS[region],
+                min_hosts=min_hosts[region],
                 endpoint_parameter=f"/kit/{region}/serving-endpoint",
                 health_check_parameter=f"/kit/{region}/routing-health-check",
-                degraded_alarm=f"kit-{region}-region-degraded",
+                degraded_alarm=alarm_name(region),
             )
         )
     return OrchestratorConfig(
@@ -90,11 +115,34 @@ def config(aws) -> OrchestratorConfig:
     )
 
 
-def publish(region: str, at: datetime, minute) -> None:
+@pytest.fixture
+def config(aws) -> OrchestratorConfig:
+    return make_config(WEIGHTS, MIN_HOSTS)
+
+
+def publish(region: str, minute: datetime, figures: MinuteOfRegion) -> None:
     """One minute of a region's serving containers, as CloudWatch aggregates them: 0/1 per request (its
-    Average is a share), gauges every GAUGE_INTERVAL seconds per host."""
-    samples = minute.healthy_hosts * 60 / GAUGE_INTERVAL
+    Average is a share), gauges every GAUGE_INTERVAL seconds per host; hosts that are gone send nothing.
+    Its drain alarm is a metric alarm here (moto has no composite alarms), set to the minute's state."""
+    cloudwatch = client("cloudwatch", region)
+    if not cloudwatch.describe_alarms(AlarmNames=[alarm_name(region)])["MetricAlarms"]:
+        cloudwatch.put_metric_alarm(
+            AlarmName=alarm_name(region),
+            Namespace="LLMServing",
+            MetricName="RequestFailed",
+            Statistic="Average",
+            Period=60,
+            EvaluationPeriods=1,
+            Threshold=0.5,
+            ComparisonOperator="GreaterThanThreshold",
+        )
+    state = "ALARM" if figures.degraded else "OK"
+    cloudwatch.set_alarm_state(AlarmName=alarm_name(region), StateValue=state, StateReason="test")
+    if figures.healthy_hosts == 0:
+        return
+    samples = figures.healthy_hosts * 60 / GAUGE_INTERVAL
     dimensions = [{"Name": "Model", "Value": "assistant"}]
+    at = minute + timedelta(seconds=30)
 
     def share(name: str, value: float) -> dict:
         stats = {
@@ -106,19 +154,29 @@ def publish(region: str, at: datetime, minute) -> None:
         return {"MetricName": name, "Dimensions": dimensions, "Timestamp": at, "StatisticValues": stats}
 
     def gauge(name: str, total: float) -> dict:
-        per_host = total / minute.healthy_hosts
+        per_host = total / figures.healthy_hosts
         stats = {"SampleCount": samples, "Sum": per_host * samples, "Minimum": per_host, "Maximum": per_host}
         return {"MetricName": name, "Dimensions": dimensions, "Timestamp": at, "StatisticValues": stats}
 
-    client("cloudwatch", region).put_metric_data(
+    cloudwatch.put_metric_data(
         Namespace="LLMServing",
         MetricData=[
-            share("SlowFirstToken", minute.slow_first_token_share),
-            share("RequestFailed", minute.error_share),
-            gauge("RequestsInFlight", minute.requests_in_flight),
-            gauge("ServingSlots", minute.serving_slots),
+            share("SlowFirstToken", figures.slow_first_token_share),
+            share("RequestFailed", figures.error_share),
+            gauge("RequestsInFlight", figures.requests_in_flight),
+            gauge("ServingSlots", figures.serving_slots),
         ],
     )
+
+
+def run_at(minute: datetime) -> datetime:
+    """The run whose read minute is `minute`."""
+    return minute + (minute - minute_to_read(minute))
+
+
+def publish_for_run(run: datetime, figures: dict[str, MinuteOfRegion]) -> None:
+    for region, minute in figures.items():
+        publish(region, minute_to_read(run), minute)
 
 
 def weights_in_route53(config: OrchestratorConfig) -> dict[str, int]:
@@ -126,25 +184,56 @@ def weights_in_route53(config: OrchestratorConfig) -> dict[str, int]:
     return {region: record.weight for region, record in records.items()}
 
 
-def test_degrade_and_recover_through_the_handler_matches_the_rehearsal(config):
-    scenario = load_scenario(SCENARIO)
-    expected = replay(scenario, config.policy)
+def state(config: OrchestratorConfig):
+    text = client("ssm", "us-east-1").get_parameter(Name=config.state_parameter)["Parameter"]["Value"]
+    return parse_state(text)
+
+
+class Context:
+    function_name = "orchestrator"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:111111111111:function:orchestrator"
+    aws_request_id = "request"
+
+
+@pytest.fixture
+def lambda_environment(config, monkeypatch):
+    monkeypatch.setenv("ORCHESTRATOR_CONFIG", config.to_json())
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "kit/Routing")
+    lambda_handler._boto3_client.cache_clear()
+    yield
+    lambda_handler._boto3_client.cache_clear()
+
+
+def event(run: datetime) -> dict:
+    return {"time": run.isoformat().replace("+00:00", "Z"), "detail-type": "Scheduled Event"}
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_every_scenario_through_the_real_handler_matches_the_rehearsal_every_minute(
+    config, lambda_environment, path
+):
+    """One signal path: the rehearsal reads its figures through the handler's reader, so missing minutes,
+    hostless regions and alarms give the same weights in both, every minute."""
+    scenario = load_scenario(path)
+    expected = replay(scenario, config.policy, GAUGE_INTERVAL)
     for index, minute in enumerate(scenario.minutes):
-        now = START + timedelta(minutes=index + 1)
-        for region, figures in minute.items():
-            publish(region, now - timedelta(seconds=30), figures)
-        result = lambda_handler.run(config, client, "us-east-1", now, now.isoformat())
+        run = START + timedelta(minutes=index)
+        publish_for_run(run, minute)
+        result = lambda_handler.handler(event(run), Context())
         assert weights_in_route53(config) == expected[index].decision.weights, f"minute {index}"
-        assert result.decision.reason == expected[index].decision.reason
-    # The figure the README quotes: at the floor within 3 runs of the first bad minute, back after.
-    history = [m.decision.weights["us-east-1"] for m in expected]
-    assert history[9] > config.policy.floor and history[11] == config.policy.floor
-    assert history[-1] > 40
+        assert result["reason"] == expected[index].decision.reason, f"minute {index}"
+
+
+def test_the_shipped_scenarios_include_missing_minutes():
+    scenarios = [load_scenario(path) for path in SCENARIOS]
+    missing = [s for s in scenarios if any(set(minute) != set(s.regions) for minute in s.minutes)]
+    assert len(missing) >= 2
 
 
 def test_records_point_at_each_region_with_its_health_check(config):
-    now = START + timedelta(minutes=1)
-    lambda_handler.run(config, client, "us-east-1", now, None)
+    lambda_handler.run(config, client, "us-east-1", START, None)
     records = read_records(client("route53", "us-east-1"), config.hosted_zone_id, DOMAIN)
     assert set(records) == set(WEIGHTS)
     for region, record in records.items():
@@ -178,34 +267,364 @@ def test_a_region_not_deployed_yet_gets_no_record_until_it_publishes(config):
     assert set(weights_in_route53(config)) == {"us-east-1", "us-west-2"}
 
 
-def test_a_repeated_event_is_handled_once(config):
-    first = lambda_handler.run(config, client, "us-east-1", START, "2027-07-08T12:00:00Z")
-    again = lambda_handler.run(config, client, "us-east-1", START, "2027-07-08T12:00:00Z")
-    assert first.decision is not None and again.decision is None
+def test_a_missing_health_check_parameter_never_writes_a_record_without_its_health_check(config):
+    lambda_handler.run(config, client, "us-east-1", START, None)
+    client("ssm", "us-east-2").delete_parameter(Name="/kit/us-east-2/routing-health-check")
+    client("ssm", "us-west-2").delete_parameter(Name="/kit/us-west-2/routing-health-check")
+    client("ssm", "us-west-2").delete_parameter(Name="/kit/us-west-2/serving-endpoint")
+    route53 = client("route53", "us-east-1")
+    route53.change_resource_record_sets(
+        HostedZoneId=config.hosted_zone_id,
+        ChangeBatch={
+            "Changes": [
+                {"Action": "DELETE", "ResourceRecordSet": record}
+                for record in route53.list_resource_record_sets(HostedZoneId=config.hosted_zone_id)[
+                    "ResourceRecordSets"
+                ]
+                if record.get("SetIdentifier") == "us-west-2"
+            ]
+        },
+    )
+    # us-east-2 drains (weight changes) while its health check parameter is unreadable.
+    for offset in (1, 2, 3):
+        run = START + timedelta(minutes=offset)
+        publish_for_run(run, {"us-east-1": HEALTHY, "us-east-2": SLOW})
+        lambda_handler.run(config, client, "us-east-1", run, None)
+    records = read_records(route53, config.hosted_zone_id, DOMAIN)
+    assert records["us-east-2"].weight == config.policy.floor
+    assert records["us-east-2"].health_check_id  # kept from the record, never dropped
+    assert "us-west-2" not in records  # no record is created without its health check
+
+
+def test_a_duplicate_delivery_of_one_event_steps_once(config, lambda_environment):
+    for offset in range(3):
+        run = START + timedelta(minutes=offset)
+        publish_for_run(run, {"us-east-1": SLOW, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
+        lambda_handler.handler(event(run), Context())
+    after_three = weights_in_route53(config)
+    last = START + timedelta(minutes=2)
+    for _ in range(3):  # EventBridge delivered the last event three times
+        again = lambda_handler.handler(event(last), Context())
+        assert again["weights"] == after_three
+    assert weights_in_route53(config) == after_three
+    assert state(config).memory["us-east-1"].bad_runs == 3  # one bad minute counted once
+
+
+def test_a_late_event_is_skipped_and_an_older_minute_never_steps_again(config, monkeypatch):
+    run = START + timedelta(minutes=5)
+    publish_for_run(run, {r: HEALTHY for r in WEIGHTS})
+    late = lambda_handler.run(config, client, "us-east-1", run + timedelta(minutes=3), event(run)["time"])
+    assert late.decision is None and "late" in late.notes[0]
+    assert weights_in_route53(config) == {}
+    lambda_handler.run(config, client, "us-east-1", run, event(run)["time"])
+    before = weights_in_route53(config)
+    earlier = run - timedelta(minutes=1)
+    older = lambda_handler.run(config, client, "us-east-1", earlier, event(earlier)["time"])
+    assert older.decision is None and "older" in older.notes[0]
+    assert weights_in_route53(config) == before
+
+
+class FailingPut:
+    """SSM whose PutParameter fails (a stand-in for a throttled or refused write, which moto does not
+    produce on demand); every other call goes to moto."""
+
+    def __init__(self, ssm) -> None:
+        self._ssm = ssm
+
+    def put_parameter(self, **kwargs):
+        raise ClientError(
+            {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "PutParameter"
+        )
+
+    def __getattr__(self, name):
+        return getattr(self._ssm, name)
+
+
+class FailingChange:
+    """Route 53 whose ChangeResourceRecordSets fails once (a stand-in for a throttled change)."""
+
+    def __init__(self, route53) -> None:
+        self._route53 = route53
+        self.failures = 1
+
+    def change_resource_record_sets(self, **kwargs):
+        if self.failures:
+            self.failures -= 1
+            raise ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"}}, "Change")
+        return self._route53.change_resource_record_sets(**kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._route53, name)
+
+
+def _drain_setup(config) -> datetime:
+    """Two runs: us-east-1 confirmed bad; the third run's minute is returned, published."""
+    for offset in range(2):
+        run = START + timedelta(minutes=offset)
+        publish_for_run(run, {"us-east-1": SLOW, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
+        lambda_handler.run(config, client, "us-east-1", run, event(run)["time"])
+    run = START + timedelta(minutes=2)
+    publish_for_run(run, {"us-east-1": SLOW, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
+    return run
+
+
+def test_a_state_write_that_fails_changes_nothing_and_the_retry_steps_once(config):
+    run = _drain_setup(config)
+    before = weights_in_route53(config)
+
+    def failing_ssm(service, region):
+        return FailingPut(client(service, region)) if service == "ssm" else client(service, region)
+
+    with pytest.raises(ClientError):
+        lambda_handler.run(config, failing_ssm, "us-east-1", run, event(run)["time"])
+    assert weights_in_route53(config) == before  # Route 53 was not changed after the failed write
+    retried = lambda_handler.run(config, client, "us-east-1", run, event(run)["time"])
+    assert weights_in_route53(config) == retried.decision.weights
+    assert state(config).memory["us-east-1"].bad_runs == 3
+
+
+def test_a_change_that_fails_after_the_state_write_is_repeated_not_stepped_again(config):
+    run = _drain_setup(config)
+    before = weights_in_route53(config)
+    route53 = FailingChange(client("route53", "us-east-1"))
+
+    def failing_route53(service, region):
+        return route53 if service == "route53" else client(service, region)
+
+    with pytest.raises(ClientError):
+        lambda_handler.run(config, failing_route53, "us-east-1", run, event(run)["time"])
+    targets = state(config).targets
+    assert weights_in_route53(config) == before and targets != before
+    for _ in range(2):  # the retry and a duplicate: the same absolute targets, not two more steps
+        repeat = lambda_handler.run(config, client, "us-east-1", run, event(run)["time"])
+        assert repeat.decision is None and repeat.weights == targets
+        assert weights_in_route53(config) == targets
+
+
+@pytest.fixture
+def hanging_endpoint():
+    """A TCP server that accepts connections and never answers: a hung regional API."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for connection in accepted:
+        connection.close()
+    server.close()
+
+
+def test_a_hung_region_costs_only_its_own_decision(config, hanging_endpoint):
+    """The Lambda's own client settings against an endpoint that never answers: the run decides the other
+    regions within its read deadline, and the hung client gives up by its own timeouts."""
+    hung = boto3.client(
+        "cloudwatch",
+        region_name="us-west-2",
+        endpoint_url=hanging_endpoint,
+        config=lambda_handler.CLIENT_CONFIG,
+    )
+
+    def with_hung_west(service, region):
+        return hung if (service, region) == ("cloudwatch", "us-west-2") else client(service, region)
+
+    run = START + timedelta(minutes=1)
+    publish_for_run(run, {r: HEALTHY for r in WEIGHTS})
+    started = time.monotonic()
+    result = lambda_handler.run(config, with_hung_west, "us-east-1", run, None, read_deadline=3)
+    assert time.monotonic() - started < 8  # boto3's defaults would wait 60 s per attempt
+    statuses = {r.region: str(r.status) for r in result.decision.regions}
+    assert statuses == {"us-east-1": "healthy", "us-west-2": "missing", "us-east-2": "healthy"}
+    assert any(note.startswith("us-west-2: not read") for note in result.notes)
+    # The client itself gives up: 2 attempts of a 3 s read at most.
+    started = time.monotonic()
+    with pytest.raises(Exception, match="Read timeout"):
+        hung.describe_alarms()
+    assert time.monotonic() - started < 2 * (3 + 2) + 2
+
+
+def test_a_slow_region_does_not_delay_the_others(config):
+    release = threading.Event()
+
+    class Slow:
+        """CloudWatch whose GetMetricData stalls (a stubbed delay standing in for a slow API)."""
+
+        def __init__(self, cloudwatch) -> None:
+            self._cloudwatch = cloudwatch
+
+        def get_metric_data(self, **kwargs):
+            release.wait(30)
+            return self._cloudwatch.get_metric_data(**kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self._cloudwatch, name)
+
+    def slow_east2(service, region):
+        if (service, region) == ("cloudwatch", "us-east-2"):
+            return Slow(client(service, region))
+        return client(service, region)
+
+    run = START + timedelta(minutes=1)
+    publish_for_run(run, {r: HEALTHY for r in WEIGHTS})
+    started = time.monotonic()
+    try:
+        result = lambda_handler.run(config, slow_east2, "us-east-1", run, None, read_deadline=1)
+    finally:
+        release.set()
+    assert time.monotonic() - started < 10
+    assert {r.region: str(r.status) for r in result.decision.regions}["us-east-2"] == "missing"
+
+
+def test_a_region_whose_apis_fail_holds_while_the_others_are_decided(config):
+    def failing_in_us_west_2(service: str, region: str):
+        if region == "us-west-2" and service == "cloudwatch":
+            return boto3.client(service, region_name=region, endpoint_url="http://127.0.0.1:9")
+        return client(service, region)
+
+    result = lambda_handler.run(config, failing_in_us_west_2, "us-east-1", START, None)
+    assert any(note.startswith("us-west-2: not read") for note in result.notes)
+    statuses = {r.region: str(r.status) for r in result.decision.regions}
+    assert statuses["us-west-2"] == "missing"
+
+
+def test_one_rejected_change_does_not_freeze_the_other_regions(config):
+    class RejectsWest:
+        """Route 53 refusing any batch that touches us-west-2, as it refuses an alias target it does not
+        accept (moto does not validate alias targets, so this stands in for Route 53's check)."""
+
+        def __init__(self, route53) -> None:
+            self._route53 = route53
+
+        def change_resource_record_sets(self, **kwargs):
+            if any(
+                c["ResourceRecordSet"]["SetIdentifier"] == "us-west-2"
+                for c in kwargs["ChangeBatch"]["Changes"]
+            ):
+                raise ClientError(
+                    {"Error": {"Code": "InvalidChangeBatch", "Message": "bad alias target for us-west-2"}},
+                    "ChangeResourceRecordSets",
+                )
+            return self._route53.change_resource_record_sets(**kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self._route53, name)
+
+    route53 = RejectsWest(client("route53", "us-east-1"))
+
+    def rejecting(service, region):
+        return route53 if service == "route53" else client(service, region)
+
+    result = lambda_handler.run(config, rejecting, "us-east-1", START, None)
+    assert set(weights_in_route53(config)) == {"us-east-1", "us-east-2"}
+    assert set(result.rejected) == {"us-west-2"}
+    assert any("us-west-2: change rejected" in note for note in result.notes)
 
 
 def test_an_unexpired_override_is_obeyed_and_an_expired_one_ignored(config):
+    now = datetime.now(UTC)
     ssm = client("ssm", "us-east-1")
-    pin = Override({"us-east-1": 0}, START + timedelta(minutes=5), "patching")
+    pin = Override({"us-east-1": 0}, now + timedelta(minutes=5), "patching")
     ssm.put_parameter(Name=config.override_parameter, Value=pin.to_json(), Type="String")
-    lambda_handler.run(config, client, "us-east-1", START, None)
+    lambda_handler.run(config, client, "us-east-1", now, None)
     assert weights_in_route53(config)["us-east-1"] == 0
-    later = lambda_handler.run(config, client, "us-east-1", START + timedelta(minutes=6), None)
-    assert any("expired" in note for note in later.notes)
+    later = lambda_handler.run(config, client, "us-east-1", now + timedelta(minutes=6), None)
+    assert any("ended" in note for note in later.notes)
     assert later.override is None
 
 
-def test_the_lambda_entry_point_logs_one_decision_line(config, monkeypatch, capsys, caplog):
-    monkeypatch.setenv("ORCHESTRATOR_CONFIG", config.to_json())
-    monkeypatch.setenv("AWS_REGION", "us-east-1")
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "kit/Routing")
+def test_the_lambda_caps_a_pin_at_seven_days_from_when_it_was_written(config):
+    now = datetime.now(UTC)
+    pin = Override({"us-east-1": 0}, now + timedelta(days=365), "forgotten")
+    client("ssm", "us-east-1").put_parameter(
+        Name=config.override_parameter, Value=pin.to_json(), Type="String"
+    )
+    assert lambda_handler.run(config, client, "us-east-1", now + timedelta(days=6), None).override is not None
+    capped = lambda_handler.run(config, client, "us-east-1", now + timedelta(days=7, minutes=1), None)
+    assert capped.override is None and any("ended" in note for note in capped.notes)
 
-    class Context:
-        function_name = "orchestrator"
-        memory_limit_in_mb = 256
-        invoked_function_arn = "arn:aws:lambda:us-east-1:111111111111:function:orchestrator"
-        aws_request_id = "request"
 
+def test_a_pin_naming_an_unknown_region_ignores_that_entry_only(config):
+    now = datetime.now(UTC)
+    text = json.dumps(
+        {"weights": {"us-east-1": 0, "eu-west-9": 40}, "expires_at": (now + timedelta(hours=1)).isoformat()}
+    )
+    client("ssm", "us-east-1").put_parameter(Name=config.override_parameter, Value=text, Type="String")
+    result = lambda_handler.run(config, client, "us-east-1", now, None)
+    assert result.override is not None and result.override.weights == {"us-east-1": 0}
+    assert weights_in_route53(config)["us-east-1"] == 0
+    assert any("eu-west-9 ignored" in note for note in result.notes)
+
+
+def test_eight_regions_keep_the_state_within_a_standard_parameter(aws):
+    names = [
+        "us-east-1", "us-east-2", "us-west-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-southeast-2",
+        "ap-northeast-1",
+    ]  # fmt: skip
+    config = make_config(dict.fromkeys(names, 30), dict.fromkeys(names, 4))
+    bad = MinuteOfRegion(
+        slow_first_token_share=0.3,
+        error_share=0.2,
+        healthy_hosts=1,
+        min_hosts=4,
+        serving_slots=32,
+        requests_in_flight=30,
+        degraded=True,
+    )
+    for offset in range(8):
+        run = START + timedelta(minutes=offset)
+        figures = {name: (bad if index % 2 == offset % 2 else HEALTHY) for index, name in enumerate(names)}
+        publish_for_run(run, figures)
+        lambda_handler.run(config, client, "us-east-1", run, None)
+        text = client("ssm", "us-east-1").get_parameter(Name=config.state_parameter)["Parameter"]["Value"]
+        assert len(text.encode()) <= MAX_BYTES
+        assert parse_state(text).minute == event(run)["time"]
+
+
+def test_a_region_removed_from_config_is_set_to_zero_after_remove_after_runs(config):
+    route53 = client("route53", "us-east-1")
+    route53.change_resource_record_sets(
+        HostedZoneId=config.hosted_zone_id,
+        ChangeBatch={
+            "Changes": [
+                {
+                    "Action": "CREATE",
+                    "ResourceRecordSet": {
+                        "Name": DOMAIN,
+                        "Type": "A",
+                        "SetIdentifier": "eu-west-1",
+                        "Weight": 40,
+                        "AliasTarget": {
+                            "HostedZoneId": "Z32O12XQLNTSW2",
+                            "DNSName": "dualstack.old.eu-west-1.elb.amazonaws.com",
+                            "EvaluateTargetHealth": True,
+                        },
+                    },
+                }
+            ]
+        },
+    )
+    seen = []
+    for offset in range(config.remove_after_runs):
+        result = lambda_handler.run(config, client, "us-east-1", START + timedelta(minutes=offset), None)
+        seen.append(weights_in_route53(config)["eu-west-1"])
+    assert seen[:-1] == [40] * (config.remove_after_runs - 1) and seen[-1] == 0
+    assert any("eu-west-1: has a record but is not in config" in note for note in result.notes)
+
+
+def test_the_lambda_entry_point_logs_one_decision_line(config, lambda_environment, capsys, caplog):
     result = lambda_handler.handler({"time": "2027-07-08T12:00:00Z"}, Context())
     assert result["weights"] == WEIGHTS
     decisions = [record for record in caplog.records if record.getMessage() == "decision"]
@@ -220,14 +639,14 @@ def test_the_lambda_entry_point_logs_one_decision_line(config, monkeypatch, caps
     assert {line["_aws"]["CloudWatchMetrics"][0]["Namespace"] for line in weights} == {"kit/Routing"}
 
 
-def test_a_region_whose_apis_fail_holds_while_the_others_are_decided(config):
-    def failing_in_us_west_2(service: str, region: str):
-        if region == "us-west-2" and service == "cloudwatch":
-            return boto3.client(service, region_name=region, endpoint_url="http://127.0.0.1:9")
-        return client(service, region)
+def test_a_crashed_run_still_logs_one_line_with_what_it_knew(config, lambda_environment, caplog, monkeypatch):
+    def throttled(*args, **kwargs):
+        raise ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"}}, "Change")
 
-    result = lambda_handler.run(config, failing_in_us_west_2, "us-east-1", START, None)
-    assert any(note.startswith("us-west-2: not read") for note in result.notes)
-    statuses = {r.region: str(r.status) for r in result.decision.regions}
-    assert statuses["us-west-2"] == "missing"
-    assert "us-west-2" not in weights_in_route53(config)  # its record is left alone this run
+    monkeypatch.setattr(lambda_handler.records, "apply_changes", throttled)
+    with pytest.raises(ClientError):
+        lambda_handler.handler({"time": "2027-07-08T12:00:00Z"}, Context())
+    (failed,) = [record for record in caplog.records if record.getMessage() == "run failed"]
+    assert failed.known["phase"] == "change records"
+    assert failed.known["decided"] == WEIGHTS and failed.known["minute"] == "2027-07-08T12:00:00Z"
+    assert failed.exc_info is not None

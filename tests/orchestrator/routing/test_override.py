@@ -6,7 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from orchestrator.routing.override import NO_OVERRIDE, Override, OverrideError, parse_override
+from orchestrator.routing.override import (
+    LONGEST_PIN,
+    NO_OVERRIDE,
+    Override,
+    OverrideError,
+    parse_override,
+)
 
 REGIONS = {"us-east-1", "us-west-2"}
 NOW = datetime(2027, 7, 8, 12, 0, tzinfo=UTC)
@@ -29,7 +35,6 @@ def test_empty_or_cleared_is_no_override(text):
     [
         ("{not json", "not JSON"),
         ('{"weights": {}}', "expected"),
-        ('{"weights": {"mars-1": 1}, "expires_at": "2027-07-08T12:00:00Z"}', "unknown region 'mars-1'"),
         ('{"weights": {"us-east-1": 256}, "expires_at": "2027-07-08T12:00:00Z"}', "integer 0-255"),
         ('{"weights": {"us-east-1": true}, "expires_at": "2027-07-08T12:00:00Z"}', "integer 0-255"),
         ('{"weights": {"us-east-1": 0}}', "expires_at is missing"),
@@ -41,3 +46,16 @@ def test_empty_or_cleared_is_no_override(text):
 def test_malformed_pins_are_refused_with_the_reason(text, message):
     with pytest.raises(OverrideError, match=message):
         parse_override(text, REGIONS)
+
+
+def test_an_entry_for_an_unknown_region_is_ignored_alone():
+    text = '{"weights": {"mars-1": 1, "us-east-1": 0}, "expires_at": "2027-07-08T13:00:00Z"}'
+    parsed = parse_override(text, REGIONS)
+    assert parsed is not None and parsed.weights == {"us-east-1": 0} and parsed.ignored == ("mars-1",)
+
+
+def test_no_pin_outlives_seven_days_from_its_writing():
+    pin = Override({"us-east-1": 0}, NOW + timedelta(days=365))
+    assert pin.active(NOW + timedelta(days=6, hours=23), written_at=NOW)
+    assert not pin.active(NOW + timedelta(days=7), written_at=NOW)
+    assert pin.ends_at(written_at=NOW) == NOW + LONGEST_PIN

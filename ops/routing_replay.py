@@ -1,0 +1,141 @@
+"""A rehearsal scenario replayed through the orchestrator's own signal reader and policy, minute by minute.
+
+Each scenario minute is one orchestrator run. Its figures are turned into what CloudWatch would hold for
+the minute that run reads (the statistics the serving containers' EMF lines aggregate to: 0/1 per request
+averaged into shares, one gauge sample per host every `gauge_interval_seconds`), and the run reads them
+with `orchestrator.routing.signals.read_signals`, the function the Lambda uses against CloudWatch. So a
+missing minute, a region without hosts or a drain alarm reaches the policy exactly as in production.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ops.routing_scenario import Minute, MinuteOfRegion, Scenario
+from orchestrator.routing.config import OrchestratorConfig, RegionTarget
+from orchestrator.routing.policy import PolicyParams, RegionMemory, RegionSignals, decide
+from orchestrator.routing.signals import PERIOD_SECONDS, minute_to_read, read_signals
+
+# Any fixed start: the reader only needs each run's minute.
+FIRST_RUN = datetime(2027, 1, 1, tzinfo=UTC)
+NAMESPACE = "Rehearsal"
+MODEL = "rehearsal"
+REQUESTS_PER_MINUTE = 1000  # finished streams per minute behind each share (only the share is read)
+
+
+def drain_alarm(region: str) -> str:
+    return f"{region}-drain"
+
+
+def statistics(figures: MinuteOfRegion, gauge_interval_seconds: int) -> dict[tuple[str, str], float]:
+    """(metric, statistic) -> value, as CloudWatch aggregates one minute of the region's hosts. A region
+    without healthy hosts publishes nothing."""
+    if figures.healthy_hosts == 0:
+        return {}
+    samples = figures.healthy_hosts * PERIOD_SECONDS / gauge_interval_seconds
+    found: dict[tuple[str, str], float] = {}
+    for metric, share in (
+        ("SlowFirstToken", figures.slow_first_token_share),
+        ("RequestFailed", figures.error_share),
+    ):
+        # Average = Sum / SampleCount of the 0/1 values, as CloudWatch computes it.
+        found[metric, "Average"] = share * REQUESTS_PER_MINUTE / REQUESTS_PER_MINUTE
+    for metric, total in (
+        ("RequestsInFlight", figures.requests_in_flight),
+        ("ServingSlots", figures.serving_slots),
+    ):
+        per_host = total / figures.healthy_hosts
+        found[metric, "Sum"] = per_host * samples
+        found[metric, "SampleCount"] = samples
+    return found
+
+
+class ScenarioCloudWatch:
+    """One region's CloudWatch as the scenario describes it: GetMetricData for the minutes written so far,
+    DescribeAlarms for its drain alarm in the current run. Only what read_signals calls."""
+
+    def __init__(self, region: str, gauge_interval_seconds: int) -> None:
+        self.region = region
+        self.gauge_interval_seconds = gauge_interval_seconds
+        self.minutes: dict[datetime, dict[tuple[str, str], float]] = {}
+        self.alarm = False
+
+    def publish(self, minute: datetime, figures: MinuteOfRegion | None) -> None:
+        if figures is not None:
+            self.minutes[minute] = statistics(figures, self.gauge_interval_seconds)
+        self.alarm = bool(figures and figures.degraded)
+
+    def get_metric_data(
+        self, *, MetricDataQueries: list[dict[str, Any]], StartTime: datetime, **_: Any
+    ) -> dict:
+        held = self.minutes.get(StartTime, {})
+        results = []
+        for query in MetricDataQueries:
+            stat = query["MetricStat"]
+            value = held.get((stat["Metric"]["MetricName"], stat["Stat"]))
+            found = value is not None
+            results.append(
+                {
+                    "Id": query["Id"],
+                    "Timestamps": [StartTime] if found else [],
+                    "Values": [value] if found else [],
+                    "StatusCode": "Complete",
+                }
+            )
+        return {"MetricDataResults": results}
+
+    def describe_alarms(self, *, AlarmNames: list[str], **_: Any) -> dict:
+        state = "ALARM" if self.alarm else "OK"
+        alarms = [
+            {"AlarmName": name, "StateValue": state}
+            for name in AlarmNames
+            if name == drain_alarm(self.region)
+        ]
+        return {"CompositeAlarms": alarms, "MetricAlarms": []}
+
+
+def rehearsal_config(
+    scenario: Scenario, params: PolicyParams, min_hosts: dict[str, int], gauge_interval_seconds: int
+) -> OrchestratorConfig:
+    return OrchestratorConfig(
+        domain_name="rehearsal.invalid",
+        hosted_zone_id="rehearsal",
+        metrics_namespace=NAMESPACE,
+        model_name=MODEL,
+        state_parameter="",
+        override_parameter="",
+        policy=params,
+        regions=tuple(
+            RegionTarget(name, region.weight, min_hosts.get(name, 0), "", "", drain_alarm(name))
+            for name, region in scenario.regions.items()
+        ),
+        gauge_interval_seconds=gauge_interval_seconds,
+    )
+
+
+def replay(scenario: Scenario, params: PolicyParams, gauge_interval_seconds: int = 10) -> list[Minute]:
+    """Each minute is one orchestrator run; weights and memory carry over as Route 53 and SSM would."""
+    weights = {name: region.weight for name, region in scenario.regions.items()}
+    budget = sum(weights.values())
+    memory: dict[str, RegionMemory] = {}
+    cloudwatch = {name: ScenarioCloudWatch(name, gauge_interval_seconds) for name in scenario.regions}
+    min_hosts: dict[str, int] = {}  # a region's fleets' minimum, as config gives it; the scenario's last
+    result = []
+    for index, minute in enumerate(scenario.minutes):
+        run_minute = FIRST_RUN + timedelta(minutes=index)
+        for name in scenario.regions:
+            figures = minute.get(name)
+            cloudwatch[name].publish(minute_to_read(run_minute), figures)
+            if figures is not None:
+                min_hosts[name] = figures.min_hosts
+        config = rehearsal_config(scenario, params, min_hosts, gauge_interval_seconds)
+        signals: dict[str, RegionSignals | None] = {
+            region.name: read_signals(cloudwatch[region.name], config, region, run_minute)
+            for region in config.regions
+        }
+        decision = decide(params, budget, weights, signals, memory)
+        bad = frozenset(name for name, s in signals.items() if s is not None and s.problems(params))
+        result.append(Minute(index, decision, bad))
+        weights, memory = decision.weights, decision.memory
+    return result
