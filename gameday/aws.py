@@ -92,7 +92,9 @@ class Orchestrator:
         call it makes here, and a 24-hour day makes twenty thousand."""
         key = (service, region)
         if key not in self._handler_clients:
-            self._handler_clients[key] = original_client(service, region)
+            # Past the handler's own cache (if it has one): clients of this run's default session only.
+            make = getattr(original_client, "__wrapped__", original_client)
+            self._handler_clients[key] = make(service, region)
         return self._handler_clients[key]
 
     def _fail(self, model: Any, **_: Any) -> None:
