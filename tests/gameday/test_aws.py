@@ -13,8 +13,8 @@ import pytest
 
 from gameday.aws import Orchestrator
 from gameday.templates import read_deployment, synthesize
-from orchestrator.routing.override import Override
 from orchestrator.routing import handler as lambda_handler
+from orchestrator.routing.override import Override
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2027, 7, 8, 19, 30, tzinfo=UTC)
