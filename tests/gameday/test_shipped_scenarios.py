@@ -41,7 +41,8 @@ def test_prime_day_holds_the_slo_all_day(tmp_path_factory):
     strict=True,
     reason="after the reliability fixes the survivors still tip over: the plan's region-loss fleets run at "
     "93-96% of their throughput bound, 2-4% from the latency cliff, and each survivor's slow-first-token "
-    "Route 53 health check then takes it out of DNS whole, so the other one overloads in turn",
+    "Route 53 health check then takes it out of DNS whole, so the other one overloads in turn; target "
+    "tracking later scales the survivors in by a third while the region is still down",
 )
 def test_region_loss_at_peak_moves_traffic_off_within_5_minutes_and_back(tmp_path_factory):
     run = result("region-loss-at-peak", tmp_path_factory)
