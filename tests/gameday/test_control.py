@@ -89,3 +89,15 @@ def test_tasks_never_outnumber_hosts_and_desired_stays_in_bounds(metrics, start)
         assert state.tasks <= state.hosts
         assert state.service_min <= state.desired <= state.service_max
         assert state.all_hosts <= state.asg_max
+
+
+def test_a_capacity_shortage_fails_launches_until_it_ends():
+    state = FleetState.steady(fleet(), START, 10)
+    events: list[str] = []
+    for minute in range(10):
+        state.track(minute, 72 * 1.5, events)
+        state.step(minute, True, events)
+    assert state.all_hosts == 10 and state.desired > 10
+    assert any("launch of" in event and "failed" in event for event in events)
+    state.step(10, False, events)
+    assert state.all_hosts == state.desired
