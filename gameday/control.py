@@ -4,8 +4,11 @@ Modelled as AWS documents it (README "Game day" lists the sources and the simpli
 - scheduled actions set the service's and the group's min/max at their times; a scalable target whose
   bounds move clamps the desired count into them at once (a lower maximum is a scale-in);
 - target tracking (Application Auto Scaling): the scale-out alarm needs 3 one-minute datapoints above the
-  target, the scale-in alarm 15 below 90% of it; the new desired count is the current one times metric
-  over target; a scale-out cooldown holds further scale-out, a scale-in cooldown holds scale-in;
+  target, the scale-in alarm 15 below 90% of it; scale-out sets the desired count to the current one times
+  metric over target; a scale-out cooldown holds further scale-out, a scale-in cooldown holds scale-in.
+  AWS says it "scales out proportionally to the metric as fast as it can, but scales in more gradually"
+  (Application Auto Scaling User Guide, "Target tracking scaling policies") without a figure: the twin
+  removes at most SCALE_IN_STEP_SHARE of the desired count per scale-in (its assumption, not AWS's number);
 - capacity-provider managed scaling: tasks that find no free host wait; hosts are launched for them, and
   while a launched host is inside `InstanceWarmupPeriod` no further step is taken; free hosts go after 15
   minutes without a task (managed termination protection keeps hosts with tasks);
@@ -29,6 +32,7 @@ COLD_START_MINUTES = 12  # image, weights and compiled artifacts to a ready mode
 SCALE_OUT_DATAPOINTS = 3
 SCALE_IN_DATAPOINTS = 15
 SCALE_IN_RATIO = 0.9
+SCALE_IN_STEP_SHARE = 0.1  # the most one scale-in removes: "more gradually", in the twin's own figure
 FREE_HOST_MINUTES = 15
 
 
@@ -126,7 +130,8 @@ class FleetState:
             and wanted < self.desired
             and minute - self.last_scale_activity >= tracking.scale_in_cooldown / 60
         ):
-            new = max(wanted, self.service_min)
+            gradual = self.desired - max(1, math.floor(self.desired * SCALE_IN_STEP_SHARE))
+            new = max(wanted, gradual, self.service_min)
             if new < self.desired:
                 events.append(f"{self.control.instance_type}: scale in {self.desired} -> {new}")
                 self.desired = new

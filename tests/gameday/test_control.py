@@ -101,3 +101,11 @@ def test_a_capacity_shortage_fails_launches_until_it_ends():
     assert any("launch of" in event and "failed" in event for event in events)
     state.step(10, False, events)
     assert state.all_hosts == state.desired
+
+
+def test_scale_in_is_gradual_and_waits_for_its_cooldown():
+    state = FleetState.steady(fleet(), START, 30)
+    events = run(state, 10, 15 + 30)  # far below the target: proportionally 30 -> 5
+    scale_ins = [event for event in events if "scale in" in event]
+    # The 15th datapoint below: one step of 10%; the next only after the 30-minute cooldown.
+    assert scale_ins == ["inf2.48xlarge: scale in 30 -> 27", "inf2.48xlarge: scale in 27 -> 25"]
