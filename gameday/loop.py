@@ -32,7 +32,7 @@ from planner.simulate import HostGroup
 from settings.schema import Settings
 
 INGESTION_MINUTES = 1  # a minute's datapoint is readable one minute after the minute ends
-PREROLL_MINUTES = 20  # run before minute 0 so alarms, metrics and the orchestrator start with history
+PREROLL_MINUTES = 60  # run before minute 0 so fleets, alarms, metrics and the orchestrator settle first
 OVERLOAD_TTFT_MS = 30_000.0  # beyond the throughput bound queues grow until clients give up
 
 
@@ -53,6 +53,7 @@ class RegionMinute:
     targets: int = 0
     slow_share: float = 0.0
     stopped_share: float = 0.0
+    stopped: int = 0
     waiting: dict[str, int] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
@@ -348,6 +349,7 @@ class Twin:
                 stopped += fleet.step(minute, instance_type in shortage, events_for)
                 events.extend(f"{name}: {event}" for event in events_for)
                 row.waiting[instance_type] = max(fleet.desired - fleet.tasks, 0)
+            row.stopped = stopped
             row.stopped_share = stopped / serving_before if serving_before else 0.0
             row.hosts = sum(f.all_hosts for f in twin.fleets.values())
             row.tasks = sum(f.serving for f in twin.fleets.values())

@@ -12,7 +12,7 @@ from gameday.scenario import CapacityShortage, RegionDown, Scenario
 
 GRACE_MINUTES = 15  # after a fault starts or ends: the survivors hold the SLO within this
 DRAIN_MINUTES = 5  # a region down is out of Route 53's answers within this
-TASK_DROP_SHARE = 0.1  # no minute stops more than this share of a region's serving tasks
+TASK_DROP_SHARE = 0.1  # no minute stops more than this share of a region's serving tasks (or one a fleet)
 HOST_WAIT_MINUTES = 20  # tasks waiting for hosts get some within this (steps minutes apart, not half-hours)
 SERVING_SHARE_NOT_DRAINED = 0.5  # a region still serving with at least this share of its targets stays in
 
@@ -90,7 +90,8 @@ def judge(
                 violations.append(
                     f"{region}: drained in minute {current.minute} while {share:.0%} of its targets served"
                 )
-            if row.stopped_share > TASK_DROP_SHARE and not row.down:
+            fleets = len(row.waiting) or 1  # one task a fleet is the smallest step there is
+            if row.stopped_share > TASK_DROP_SHARE and row.stopped > fleets and not row.down:
                 violations.append(
                     f"{region}: minute {current.minute} stopped {row.stopped_share:.0%} of its serving tasks"
                 )
