@@ -37,13 +37,6 @@ def test_prime_day_holds_the_slo_all_day(tmp_path_factory):
     assert run.summary.requests_lost == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after the reliability fixes the survivors still tip over: the plan's region-loss fleets run at "
-    "93-96% of their throughput bound, 2-4% from the latency cliff, and each survivor's slow-first-token "
-    "Route 53 health check then takes it out of DNS whole, so the other one overloads in turn; target "
-    "tracking later scales the survivors in by a third while the region is still down",
-)
 def test_region_loss_at_peak_moves_traffic_off_within_5_minutes_and_back(tmp_path_factory):
     run = result("region-loss-at-peak", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
@@ -57,13 +50,6 @@ def test_region_loss_at_peak_moves_traffic_off_within_5_minutes_and_back(tmp_pat
     assert series(run, "us-east-1", "weight")[-1] >= 25
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after the reliability fixes a 30% surge still misses the SLO for about 40 minutes per region: "
-    "target tracking holds each host near 72 requests in flight, 93% of its throughput bound, so the surge "
-    "overloads at once and new hosts serve only after boot and cold start (17 minutes); its proportional "
-    "scale-in on the convex in-flight metric then cuts too deep and the fleets oscillate",
-)
 def test_unplanned_surge_adds_hosts_in_steps_minutes_apart(tmp_path_factory):
     run = result("unplanned-surge", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
@@ -99,12 +85,6 @@ def test_orchestrator_faults_never_overstep_or_drain(tmp_path_factory):
         assert min(weights) > 5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after the reliability fixes the restored minimum lets target tracking scale in ~75% of the tasks "
-    "at once: requests in flight per host grow faster than load towards the cliff, so current x metric / "
-    "target removes twice what the load allows, and the scale-out that follows waits for cold starts",
-)
 def test_event_end_loses_no_large_share_of_tasks_in_any_minute(tmp_path_factory):
     run = result("event-end", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
