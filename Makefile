@@ -19,7 +19,7 @@ CDK := npx --no-install cdk --no-notices
 
 .PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy preflight \
         index serve ask image bench bench-serving bench-retrieval clean rehearse-routing traffic plan plan-plot \
-        bench-plan
+        bench-plan gameday bench-gameday
 
 help:
 	@echo "make synth [CONFIG=file]   synthesize every stack of a config into cdk.out/ (offline)"
@@ -36,6 +36,8 @@ help:
 	@echo "make bench | bench-serving | bench-retrieval   synth time, serving TTFT, retrieval index"
 	@echo "make plan FORECAST=file [CONFIG=file]   size each region's fleets by simulation, write the event overlay"
 	@echo "make plan-plot | bench-plan   the planner's TTFT-against-load plot, its speed at the published fleet's scale"
+	@echo "make gameday SCENARIO=scenarios/gameday/NAME.yaml [JSON=1]   the whole deployment through a peak day, offline"
+	@echo "make bench-gameday         a 24-hour game day on config/prime-day.yaml, timed"
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -126,6 +128,16 @@ plan-plot: venv
 # Five timed rounds of the fast path, then the direct search once beside it (hosts per region, both ways).
 bench-plan: venv
 	$(VENV)/bin/python bench/plan_speed.py --direct
+
+# ---- game day (gameday/) --------------------------------------------------------------------------
+# The whole deployment minute by minute: the config's synthesized templates, the planner's simulator and the
+# real orchestrator on moto. Exit 0 pass, 1 fail, 2 bad scenario; the figure goes to build/gameday/NAME.png.
+gameday: venv node
+	@test -n "$(SCENARIO)" || { echo "usage: make gameday SCENARIO=scenarios/gameday/NAME.yaml [JSON=1]" >&2; exit 2; }
+	@$(VENV)/bin/python -m gameday $(SCENARIO) $(if $(JSON),--json)
+
+bench-gameday: venv node
+	$(VENV)/bin/python bench/gameday_speed.py
 
 clean:
 	rm -rf cdk.out .pytest_cache .ruff_cache

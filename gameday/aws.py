@@ -1,0 +1,215 @@
+"""The real traffic orchestrator, run every simulated minute against moto (Route 53, CloudWatch, SSM).
+
+The Lambda entry point `orchestrator.routing.handler.handler` is called as the schedule calls it: the
+environment and ORCHESTRATOR_CONFIG of the synthesized global template (only the hosted zone id is
+moto's), an EventBridge event whose `time` is the simulated minute, and the handler's clock set to the
+simulated clock for the call (its module's `datetime`, swapped for the call only: production code is
+unchanged). The twin puts its metrics with simulated timestamps, and mirrors each composite alarm's
+state into a moto alarm of the same name (moto implements no composite alarms and evaluates no alarm).
+API faults raise from botocore's before-call hook of the default session, which the handler's clients
+are made from, so the twin's own clients (a session of their own) are never hit."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from orchestrator.routing import handler as lambda_handler
+from orchestrator.routing.config import parse_config
+from orchestrator.routing.records import read_records
+
+NAMESPACE_KEEP_MINUTES = 15  # moto scans every datapoint per query: keep only what any reader looks at
+ACCOUNT = "123456789012"
+
+
+original_client = lambda_handler._boto3_client
+
+
+class _Context:
+    function_name = "traffic-orchestrator"
+    memory_limit_in_mb = 256
+    invoked_function_arn = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:traffic-orchestrator"
+    aws_request_id = "game-day"
+
+
+def _clock(now: datetime) -> type[datetime]:
+    class SimulatedClock(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
+            return now.astimezone(tz) if tz else now.replace(tzinfo=None)
+
+    return SimulatedClock
+
+
+class Orchestrator:
+    def __init__(
+        self, orchestrator_config: str, home_region: str, composite_names: dict[str, list[str]]
+    ) -> None:
+        self._environment = {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing",
+            "AWS_DEFAULT_REGION": home_region,
+            "AWS_REGION": home_region,
+            "POWERTOOLS_METRICS_NAMESPACE": "game-day/Routing",
+            "POWERTOOLS_SERVICE_NAME": "traffic-orchestrator",
+        }
+        self._saved = {key: os.environ.get(key) for key in [*self._environment, "ORCHESTRATOR_CONFIG"]}
+        os.environ.update(self._environment)
+        self._mock = mock_aws()
+        self._mock.start()
+        self.failing: set[str] = set()
+        self._hook = self._fail
+        boto3.setup_default_session()
+        boto3.DEFAULT_SESSION.events.register("before-call", self._hook)  # type: ignore[union-attr]
+        self._session = boto3.Session(region_name=home_region)
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._handler_clients: dict[tuple[str, str], Any] = {}
+        self.home = home_region
+        self.config = self._deploy(json.loads(orchestrator_config), composite_names)
+        os.environ["ORCHESTRATOR_CONFIG"] = self.config.to_json()
+        # The handler's Powertools logger and EMF metrics print to stdout: the twin's output is elsewhere.
+        self._sink = open(os.devnull, "w")  # noqa: SIM115 (closed in close())
+        self._stream = lambda_handler.logger.registered_handler.setStream(self._sink)  # type: ignore[attr-defined]
+
+    def client(self, service: str, region: str) -> Any:
+        if (service, region) not in self._clients:
+            self._clients[service, region] = self._session.client(service, region_name=region)
+        return self._clients[service, region]
+
+    def _handler_client(self, service: str, region: str) -> Any:
+        """The handler's own factory (boto3's default session, so API faults reach it), its clients kept
+        across runs as a warm Lambda environment could: making a botocore client costs more than the
+        call it makes here, and a 24-hour day makes twenty thousand."""
+        key = (service, region)
+        if key not in self._handler_clients:
+            # Past the handler's own cache (if it has one): clients of this run's default session only.
+            make = getattr(original_client, "__wrapped__", original_client)
+            self._handler_clients[key] = make(service, region)
+        return self._handler_clients[key]
+
+    def _fail(self, model: Any, **_: Any) -> None:
+        service = model.service_model.service_name
+        if service in self.failing:
+            raise ClientError(
+                {"Error": {"Code": "ServiceUnavailable", "Message": "game day: injected API error"}},
+                model.name,
+            )
+
+    def _deploy(self, data: dict[str, Any], composite_names: dict[str, list[str]]):
+        """What the regional stacks create that the orchestrator reads: endpoints, health checks, alarms."""
+        route53 = self.client("route53", self.home)
+        zone = route53.create_hosted_zone(
+            Name=data["domain_name"].split(".", 1)[1], CallerReference="game-day"
+        )
+        data["hosted_zone_id"] = zone["HostedZone"]["Id"].split("/")[-1]
+        config = parse_config(json.dumps(data))
+        for region in config.regions:
+            check = route53.create_health_check(
+                CallerReference=region.name,
+                HealthCheckConfig={"Type": "CALCULATED", "ChildHealthChecks": [], "HealthThreshold": 0},
+            )["HealthCheck"]["Id"]
+            ssm = self.client("ssm", region.name)
+            endpoint = {
+                "alb_dns_name": f"serving-{region.name}.{region.name}.elb.amazonaws.com",
+                "alb_canonical_hosted_zone_id": "Z35SXDOTRQ7X7K",
+                "region": region.name,
+            }
+            ssm.put_parameter(Name=region.endpoint_parameter, Value=json.dumps(endpoint), Type="String")
+            ssm.put_parameter(Name=region.health_check_parameter, Value=check, Type="String")
+            cloudwatch = self.client("cloudwatch", region.name)
+            for name in composite_names.get(region.name, []):
+                cloudwatch.put_metric_alarm(
+                    AlarmName=name,
+                    MetricName="CompositeStandIn",
+                    Namespace="GameDay",
+                    Statistic="Maximum",
+                    Period=60,
+                    EvaluationPeriods=1,
+                    Threshold=1,
+                    ComparisonOperator="GreaterThanOrEqualToThreshold",
+                )
+                cloudwatch.set_alarm_state(AlarmName=name, StateValue="OK", StateReason="game day start")
+        return config
+
+    def set_alarm(self, region: str, name: str, alarm: bool) -> None:
+        self.client("cloudwatch", region).set_alarm_state(
+            AlarmName=name, StateValue="ALARM" if alarm else "OK", StateReason="game day: composite rule"
+        )
+
+    def publish(self, region: str, namespace: str, data: list[dict[str, Any]]) -> None:
+        if data:
+            self.client("cloudwatch", region).put_metric_data(Namespace=namespace, MetricData=data)
+
+    def prune(self, before: datetime) -> None:
+        """Drop datapoints older than any reader's window (moto keeps and scans them all)."""
+        from moto.cloudwatch.models import cloudwatch_backends
+
+        cutoff = (before - timedelta(minutes=NAMESPACE_KEEP_MINUTES)).astimezone(UTC).replace(tzinfo=None)
+        for region in self.config.region_names:
+            backend = cloudwatch_backends[ACCOUNT][region]
+            backend.metric_data = [d for d in backend.metric_data if d.timestamp >= cutoff]
+
+    def run(self, now: datetime) -> dict[str, Any]:
+        """One scheduled invocation at `now`: the handler's answer, or the error it raised."""
+        event = {
+            "version": "0",
+            "id": f"game-day-{now.isoformat()}",
+            "detail-type": "Scheduled Event",
+            "source": "aws.events",
+            "time": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": self.home,
+            "resources": [],
+            "detail": {},
+        }
+        original = lambda_handler.datetime, lambda_handler._boto3_client
+        lambda_handler.datetime = _clock(now.astimezone(UTC))  # type: ignore[misc]
+        lambda_handler._boto3_client = self._handler_client  # type: ignore[assignment]
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                return lambda_handler.handler(event, _Context())
+        except Exception as error:
+            return {"error": f"{type(error).__name__}: {error}"}
+        finally:
+            lambda_handler.datetime, lambda_handler._boto3_client = original  # type: ignore[misc]
+
+    def weights(self) -> dict[str, int]:
+        records = read_records(
+            self.client("route53", self.home), self.config.hosted_zone_id, self.config.domain_name
+        )
+        return {region: record.weight for region, record in records.items()}
+
+    def close(self) -> None:
+        boto3.DEFAULT_SESSION.events.unregister("before-call", self._hook)  # type: ignore[union-attr]
+        self._mock.stop()
+        lambda_handler.logger.registered_handler.setStream(self._stream)  # type: ignore[attr-defined]
+        self._sink.close()
+        for key, value in self._saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    def __enter__(self) -> Orchestrator:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def orchestrator(config: str, home: str, composites: dict[str, list[str]]) -> Iterator[Orchestrator]:
+    instance = Orchestrator(config, home, composites)
+    try:
+        yield instance
+    finally:
+        instance.close()

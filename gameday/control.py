@@ -1,0 +1,220 @@
+"""One fleet's hosts and tasks, minute by minute, under its deployed control parameters.
+
+Modelled as AWS documents it (README "Game day" lists the sources and the simplifications):
+- scheduled actions set the service's and the group's min/max at their times; a scalable target whose
+  bounds move clamps the desired count into them at once (a lower maximum is a scale-in);
+- target tracking (Application Auto Scaling): the scale-out alarm needs 3 one-minute datapoints above the
+  target, the scale-in alarm 15 below 90% of it; scale-out sets the desired count to the current one times
+  metric over target; a scale-out cooldown holds further scale-out, a scale-in cooldown holds scale-in.
+  AWS says it "scales out proportionally to the metric as fast as it can, but scales in more gradually"
+  (Application Auto Scaling User Guide, "Target tracking scaling policies") without a figure: the twin
+  removes at most SCALE_IN_STEP_SHARE of the desired count per scale-in (its assumption, not AWS's number);
+- capacity-provider managed scaling: tasks that find no free host wait; hosts are launched for them, and
+  while a launched host is inside `InstanceWarmupPeriod` no further step is taken; free hosts go after 15
+  minutes without a task (managed termination protection keeps hosts with tasks);
+- a host boots in BOOT_MINUTES (WARM_START_MINUTES from a warm pool), then its task cold-starts in
+  COLD_START_MINUTES before the ALB sends it requests;
+- a task whose engine died keeps its target until the HTTP target group's health check fails (interval
+  x unhealthy threshold), then ECS replaces it on the same host (a new cold start).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from gameday.templates import FleetControl
+
+BOOT_MINUTES = 5  # EC2 launch, boot, ECS agent registration
+WARM_START_MINUTES = 2  # a stopped warm-pool host starting
+COLD_START_MINUTES = 12  # image, weights and compiled artifacts to a ready model, within the 1800 s budget
+SCALE_OUT_DATAPOINTS = 3
+SCALE_IN_DATAPOINTS = 15
+SCALE_IN_RATIO = 0.9
+SCALE_IN_STEP_SHARE = 0.1  # the most one scale-in removes: "more gradually", in the twin's own figure
+FREE_HOST_MINUTES = 15
+
+
+@dataclass
+class Cohort:
+    count: int
+    at: int  # the minute the cohort moves on (booted, in service, detected dead)
+
+
+@dataclass
+class FleetState:
+    control: FleetControl
+    desired: int
+    hosts: int  # registered with the cluster
+    serving: int  # tasks in service behind the ALB
+    asg_min: int = 0
+    asg_max: int = 0
+    service_min: int = 0
+    service_max: int = 0
+    booting: list[Cohort] = field(default_factory=list)
+    starting: list[Cohort] = field(default_factory=list)
+    dead: list[Cohort] = field(default_factory=list)  # still targets until detected
+    warm_pool: int = 0
+    last_launch: int = -(10**6)
+    last_scale_out: int = -(10**6)
+    last_scale_activity: int = -(10**6)
+    above: int = 0
+    below: int = 0
+    free_minutes: int = 0
+
+    @classmethod
+    def steady(cls, control: FleetControl, when: datetime, wanted: int) -> FleetState:
+        """In service at the scenario's start: the bounds in force then, `wanted` tasks within them."""
+        asg_min, asg_max, service_min, service_max = control.bounds_at(when)
+        desired = min(max(wanted, service_min), service_max)
+        hosts = max(desired, asg_min)
+        state = cls(control, desired, hosts, desired, asg_min, asg_max, service_min, service_max)
+        if control.warm_pool:
+            prepared = control.warm_pool.max_prepared or asg_max
+            state.warm_pool = max(control.warm_pool.min_size, prepared - hosts)
+        return state
+
+    @property
+    def tasks(self) -> int:
+        return self.serving + sum(c.count for c in self.starting) + sum(c.count for c in self.dead)
+
+    @property
+    def dead_targets(self) -> int:
+        return sum(c.count for c in self.dead)
+
+    @property
+    def all_hosts(self) -> int:
+        return self.hosts + sum(c.count for c in self.booting)
+
+    def _clamp(self, minute: int, events: list[str]) -> None:
+        clamped = min(max(self.desired, self.service_min), self.service_max)
+        if clamped != self.desired:
+            events.append(f"{self.control.instance_type}: desired {self.desired} -> {clamped} (bounds)")
+            self.desired = clamped
+            self.last_scale_activity = minute
+
+    def schedule(self, minute: int, before: datetime, now: datetime, events: list[str]) -> None:
+        for action in self.control.asg_schedule:
+            if before < action.at <= now:
+                self.asg_min = action.min if action.min is not None else self.asg_min
+                self.asg_max = action.max if action.max is not None else self.asg_max
+                events.append(f"{self.control.instance_type}: group min/max {self.asg_min}/{self.asg_max}")
+        for action in self.control.service_schedule:
+            if before < action.at <= now:
+                self.service_min = action.min if action.min is not None else self.service_min
+                self.service_max = action.max if action.max is not None else self.service_max
+                events.append(
+                    f"{self.control.instance_type}: {action.name} service min/max "
+                    f"{self.service_min}/{self.service_max}"
+                )
+        self._clamp(minute, events)
+
+    def track(self, minute: int, metric: float | None, events: list[str]) -> None:
+        """Target tracking on the minute's datapoint of the tracked metric (None: no data)."""
+        tracking = self.control.tracking
+        if tracking is None or metric is None:
+            return
+        self.above = self.above + 1 if metric > tracking.target else 0
+        self.below = self.below + 1 if metric < tracking.target * SCALE_IN_RATIO else 0
+        wanted = math.ceil(self.desired * metric / tracking.target)
+        if self.above >= SCALE_OUT_DATAPOINTS and wanted > self.desired:
+            if minute - self.last_scale_out >= tracking.scale_out_cooldown / 60:
+                new = min(wanted, self.service_max)
+                if new > self.desired:
+                    events.append(f"{self.control.instance_type}: scale out {self.desired} -> {new}")
+                    self.desired = new
+                    self.last_scale_out = self.last_scale_activity = minute
+        elif (
+            self.below >= SCALE_IN_DATAPOINTS
+            and wanted < self.desired
+            and minute - self.last_scale_activity >= tracking.scale_in_cooldown / 60
+        ):
+            gradual = self.desired - max(1, math.floor(self.desired * SCALE_IN_STEP_SHARE))
+            new = max(wanted, gradual, self.service_min)
+            if new < self.desired:
+                events.append(f"{self.control.instance_type}: scale in {self.desired} -> {new}")
+                self.desired = new
+                self.last_scale_activity = minute
+
+    def _stop_tasks(self, count: int) -> int:
+        """Stop `count` tasks, those not serving yet first; returns how many serving tasks stopped."""
+        for pool in (self.dead, self.starting):
+            while count and pool:
+                take = min(count, pool[-1].count)
+                pool[-1].count -= take
+                count -= take
+                if pool[-1].count == 0:
+                    pool.pop()
+        stopped = min(count, self.serving)
+        self.serving -= stopped
+        return stopped
+
+    def step(self, minute: int, launch_blocked: bool, events: list[str]) -> int:
+        """Hosts boot, tasks start, die and are replaced, the group scales; returns serving tasks stopped
+        this minute."""
+        name = self.control.instance_type
+        for pool in (self.booting, self.starting):
+            ready = sum(c.count for c in pool if c.at <= minute)
+            pool[:] = [c for c in pool if c.at > minute]
+            if pool is self.booting:
+                self.hosts += ready
+            else:
+                self.serving += ready
+        detected = sum(c.count for c in self.dead if c.at <= minute)
+        self.dead[:] = [c for c in self.dead if c.at > minute]
+        if detected:
+            events.append(f"{name}: {detected} dead tasks out of the target group, replaced")
+
+        stopped = 0
+        if self.tasks > self.desired:
+            stopped = self._stop_tasks(self.tasks - self.desired)
+        free = self.hosts - self.tasks
+        wanted = self.desired - self.tasks
+        if wanted > 0 and free > 0:
+            placed = min(wanted, free)
+            self.starting.append(Cohort(placed, minute + COLD_START_MINUTES))
+            wanted -= placed
+        # Managed scaling: hosts for the tasks waiting, one step per warm-up period.
+        target_hosts = self.tasks + max(wanted, 0)
+        launch = 0
+        in_warmup = minute - self.last_launch < self.control.warmup_seconds / 60
+        if wanted > 0 and not in_warmup:
+            launch = min(wanted, self.asg_max - self.all_hosts)
+        launch = max(launch, self.asg_min - self.all_hosts)  # the group's own minimum
+        if launch > 0:
+            if launch_blocked:
+                events.append(f"{name}: launch of {launch} hosts failed (insufficient capacity)")
+            else:
+                warm = min(launch, self.warm_pool)
+                self.warm_pool -= warm
+                if warm:
+                    self.booting.append(Cohort(warm, minute + WARM_START_MINUTES))
+                if launch - warm:
+                    self.booting.append(Cohort(launch - warm, minute + BOOT_MINUTES))
+                self.last_launch = minute
+                events.append(f"{name}: {launch} hosts launched ({warm} from the warm pool)")
+        # Free hosts leave once managed scaling has seen them idle long enough, never below the minimum.
+        idle = self.hosts - self.tasks
+        self.free_minutes = self.free_minutes + 1 if idle > 0 and target_hosts < self.all_hosts else 0
+        if self.free_minutes >= FREE_HOST_MINUTES:
+            remove = min(idle, self.all_hosts - max(target_hosts, self.asg_min))
+            if remove > 0:
+                self.hosts -= remove
+                events.append(f"{name}: {remove} idle hosts terminated")
+            self.free_minutes = 0
+        if self.all_hosts > self.asg_max:  # a lower group maximum terminates at once
+            cut = min(self.all_hosts - self.asg_max, self.hosts)
+            self.hosts -= cut
+            over = self.tasks - self.hosts
+            if over > 0:
+                stopped += self._stop_tasks(over)
+        return stopped
+
+    def kill(self, count: int, minute: int) -> int:
+        """Engines of `count` serving tasks die: they stay targets until the health check fails."""
+        count = min(count, self.serving)
+        if count:
+            self.serving -= count
+            self.dead.append(Cohort(count, minute + math.ceil(self.control.alb_unhealthy_seconds / 60)))
+        return count

@@ -1,0 +1,381 @@
+"""The closed loop, one simulated minute at a time: demand -> DNS -> serving -> metrics -> alarms ->
+health checks -> the real orchestrator -> Route 53 weights, and the fleets' own control loops."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from gameday import alarms as cw
+from gameday.aws import Orchestrator
+from gameday.control import FleetState
+from gameday.dns import Clients, answer_shares
+from gameday.metrics import datapoints
+from gameday.scenario import (
+    ApiErrors,
+    CapacityShortage,
+    DuplicateRuns,
+    EngineDeaths,
+    MetricsDelay,
+    RegionDown,
+    Scenario,
+)
+from gameday.serving import Curve, cached_curve
+from gameday.templates import CACHE, Alarm, Deployment, RegionControl
+from planner.plan import Demand
+from planner.profiles import load_profiles
+from planner.simulate import HostGroup
+from settings.schema import Settings
+
+INGESTION_MINUTES = 1  # a minute's datapoint is readable one minute after the minute ends
+PREROLL_MINUTES = 60  # run before minute 0 so fleets, alarms, metrics and the orchestrator settle first
+OVERLOAD_TTFT_MS = 30_000.0  # beyond the throughput bound queues grow until clients give up
+
+
+@dataclass
+class RegionMinute:
+    offered_rps: float = 0.0
+    served_rps: float = 0.0
+    shed_rps: float = 0.0
+    weight: int = 0
+    hosts: int = 0
+    tasks: int = 0
+    ttft_p99_ms: float = 0.0
+    error_share: float = 0.0
+    # not in the JSON: what the checks and the plot need
+    answer_share: float = 0.0
+    healthy: bool = True
+    down: bool = False
+    targets: int = 0
+    slow_share: float = 0.0
+    stopped_share: float = 0.0
+    stopped: int = 0
+    waiting: dict[str, int] = field(default_factory=dict)
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "offered_rps": round(self.offered_rps, 1),
+            "served_rps": round(self.served_rps, 1),
+            "shed_rps": round(self.shed_rps, 1),
+            "weight": self.weight,
+            "hosts": self.hosts,
+            "tasks": self.tasks,
+            "ttft_p99_ms": round(self.ttft_p99_ms, 1),
+            "error_share": round(self.error_share, 4),
+        }
+
+
+@dataclass
+class Minute:
+    minute: int
+    regions: dict[str, RegionMinute]
+    events: list[str]
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "minute": self.minute,
+            "regions": {r: m.public() for r, m in self.regions.items()},
+            "events": self.events,
+        }
+
+
+class RegionTwin:
+    def __init__(
+        self, control: RegionControl, curve: Curve, slots: dict[str, int], fleets: dict[str, FleetState]
+    ):
+        self.control = control
+        self.curve = curve
+        self.slots = slots  # instance type -> serving slots per host
+        self.fleets = fleets
+        self.series: dict[str, dict[int, float | None]] = {}  # metric key -> minute -> value
+        self.alarm_states: dict[str, str] = {key: cw.OK for key in control.alarms}
+        self.composite_states: dict[str, str] = {c.logical_id: cw.OK for c in control.composites}
+        self.checks_last: dict[str, bool] = {}
+        self.published = 0  # minutes already put into CloudWatch
+
+    def record(self, key: str, minute: int, value: float | None) -> None:
+        self.series.setdefault(key, {})[minute] = value
+
+    def visible(self, key: str, upto: int, count: int = 30) -> list[float | None]:
+        """The last `count` minutes up to `upto`, oldest first (None where nothing was recorded)."""
+        values = self.series.get(key, {})
+        return [values.get(minute) for minute in range(upto - count + 1, upto + 1)]
+
+    def alarm_key(self, alarm: Alarm) -> str | None:
+        """Which of the twin's series an alarm watches; None for metrics the twin does not produce."""
+        if alarm.statistic == "math":
+            if {"DesiredTaskCount", "RunningTaskCount"} <= set(alarm.metrics):
+                service = alarm.dimensions.get("ServiceName", "")
+                for fleet in self.fleets.values():
+                    if fleet.control.service_id in service:
+                        return f"short:{fleet.control.instance_type}"
+            if "HTTPCode_ELB_5XX_Count" in alarm.metrics:
+                return "elb5xx_percent"
+            return None
+        metric = alarm.metrics[0]
+        keys = {
+            ("SlowFirstToken", "Average"): "slow_share",
+            ("RequestFailed", "Average"): "error_share",
+            ("HealthyHostCount", "Minimum"): "healthy_hosts",
+            ("TimeToFirstToken", "p99"): "ttft_p99_ms",
+        }
+        return keys.get((metric, alarm.statistic))
+
+
+def _region_curve(settings: Settings, region: str, scenario: Scenario) -> tuple[Curve, dict[str, int]]:
+    profiles = load_profiles()
+    model = settings.model
+    requests = scenario.requests
+    from planner.simulate import LogNormal
+
+    demand = Demand(
+        prompt=LogNormal.fit(requests.prompt_tokens.mean, requests.prompt_tokens.p99),
+        output=LogNormal.fit(requests.output_tokens.mean, requests.output_tokens.p99),
+        prompt_mean=requests.prompt_tokens.mean,
+        output_mean=requests.output_tokens.mean,
+        max_prompt=model.max_model_len - 1,
+        max_output=model.max_output_tokens,
+    )
+    fleets = settings.regions[region].fleets
+    templates = [
+        HostGroup(
+            f.instance_type,
+            profiles[(f.instance_type, f.tensor_parallel)].engine(model.max_num_seqs),
+            f.engine_replicas,
+            0,
+        )
+        for f in fleets
+    ]
+    threshold = settings.observability.ttft_p99_threshold_ms
+    curve = cached_curve(templates, [float(f.max) for f in fleets], demand, threshold, CACHE)
+    slots = {f.instance_type: f.engine_replicas * model.max_num_seqs for f in fleets}
+    return curve, slots
+
+
+class Twin:
+    def __init__(self, scenario: Scenario, settings: Settings, deployment: Deployment) -> None:
+        self.scenario = scenario
+        self.settings = settings
+        self.deployment = deployment
+        self.start = scenario.start
+        self.regions: dict[str, RegionTwin] = {}
+        for name, control in deployment.regions.items():
+            curve, slots = _region_curve(settings, name, scenario)
+            fleets = {}
+            offered = scenario.offered(name, 0)
+            capacity_per_host = sum(curve.per_host_rps.values()) / len(curve.per_host_rps)
+            wanted = math.ceil(offered / (capacity_per_host * 0.75)) if offered else 0
+            share = {f.instance_type: f.max for f in settings.regions[name].fleets}
+            total = sum(share.values())
+            for fleet in control.fleets:
+                fleets[fleet.instance_type] = FleetState.steady(
+                    fleet, self.start, math.ceil(wanted * share[fleet.instance_type] / total)
+                )
+            self.regions[name] = RegionTwin(control, curve, slots, fleets)
+        self.orchestrator: Orchestrator | None = None
+        weights = {r.name: r.initial_weight for r in self._orchestrator_regions()}
+        self.weights = weights
+        self.clients = Clients(answer_shares(weights, {}), scenario.dns.ttl_seconds, scenario.dns.stale_share)
+        self.minutes: list[Minute] = []
+        for twin in self.regions.values():
+            twin.published = -PREROLL_MINUTES
+
+    def _orchestrator_regions(self):
+        from orchestrator.routing.config import parse_config
+
+        return parse_config(self.deployment.orchestrator_config).regions
+
+    # ---- one minute ------------------------------------------------------------------------------
+
+    def _faults(self, kind: type, minute: int) -> list[Any]:
+        return [f for f in self.scenario.faults if isinstance(f, kind) and f.active(minute)]
+
+    def _delay(self, minute: int) -> int:
+        return INGESTION_MINUTES + sum(f.minutes for f in self._faults(MetricsDelay, minute))
+
+    def _publish(self, name: str, twin: RegionTwin, upto: int) -> None:
+        """Put every minute up to `upto` that was not put yet, with its simulated timestamp."""
+        namespace = self.orchestrator.config.metrics_namespace
+        model = self.orchestrator.config.model_name
+        data: list[dict[str, Any]] = []
+        for minute in range(twin.published, upto + 1):
+            raw = {key: values.get(minute) for key, values in twin.series.items()}
+            data.extend(datapoints(raw, self.start + timedelta(minutes=minute), model))
+        twin.published = max(twin.published, upto + 1)
+        for offset in range(0, len(data), 1000):
+            self.orchestrator.publish(name, namespace, data[offset : offset + 1000])
+
+    def _serve(
+        self, name: str, twin: RegionTwin, minute: int, arriving: float, down: bool, row: RegionMinute
+    ) -> None:
+        serving = {t: f.serving for t, f in twin.fleets.items()}
+        dead = sum(f.dead_targets for f in twin.fleets.values())
+        live = sum(serving.values())
+        targets = live + dead
+        capacity = sum(count * twin.curve.per_host_rps[t] for t, count in serving.items())
+        row.offered_rps = arriving
+        row.targets = 0 if down else targets
+        if down or targets == 0:
+            row.shed_rps = arriving
+            row.error_share = 1.0 if arriving else 0.0
+            for key in (
+                "slow_share",
+                "ttft_p99_ms",
+                "in_flight",
+                "slots",
+                "served_requests",
+                "requests",
+                "reporting_hosts",
+                "error_share",
+            ):
+                twin.record(key, minute, None)
+            twin.record("healthy_hosts", minute, 0.0)
+            twin.record("elb5xx_percent", minute, 100.0 if arriving else 0.0)
+            for t in twin.fleets:
+                twin.record(f"inflight:{t}", minute, None)
+            return
+        to_dead = arriving * dead / targets
+        to_live = arriving - to_dead
+        utilisation = to_live / capacity if capacity else math.inf
+        if utilisation <= twin.curve.utilisation[-1]:
+            p99, slow, in_system = twin.curve.at(utilisation)
+            served = to_live
+        else:
+            p99, slow, in_system = OVERLOAD_TTFT_MS, 1.0, twin.curve.at(1.0)[2]
+            served = capacity * twin.curve.utilisation[-1]
+        failed = to_dead + (to_live - served)
+        row.served_rps = served
+        row.shed_rps = failed
+        row.ttft_p99_ms = p99 if served else 0.0
+        row.slow_share = slow
+        row.error_share = failed / arriving if arriving else 0.0
+        in_flight = 0.0
+        for t, count in serving.items():
+            per_host = served * twin.curve.per_host_rps[t] / capacity * in_system if capacity else 0.0
+            in_flight += per_host * count
+            twin.record(f"inflight:{t}", minute, per_host if count else None)
+        twin.record("slow_share", minute, slow if served else None)
+        twin.record("error_share", minute, row.error_share if arriving else None)
+        twin.record("ttft_p99_ms", minute, p99 if served else None)
+        twin.record("healthy_hosts", minute, float(targets))
+        twin.record("elb5xx_percent", minute, 100.0 * (to_live - served) / arriving if arriving else 0.0)
+        twin.record("requests", minute, arriving * 60)
+        twin.record("served_requests", minute, served * 60)
+        twin.record("reporting_hosts", minute, float(targets))
+        twin.record("in_flight", minute, in_flight)
+        twin.record("slots", minute, float(sum(count * twin.slots[t] for t, count in serving.items())))
+
+    def step(self, minute: int) -> Minute:
+        assert self.orchestrator is not None
+        now = self.start + timedelta(minutes=minute)
+        before = now - timedelta(minutes=1)
+        events: list[str] = []
+        for fault in self.scenario.faults:
+            if fault.at == minute:
+                events.append(
+                    f"fault starts: {fault.kind}"
+                    + (f" in {fault.region}" if hasattr(fault, "region") else "")
+                )
+            if fault.until == minute:
+                events.append(
+                    f"fault ends: {fault.kind}" + (f" in {fault.region}" if hasattr(fault, "region") else "")
+                )
+        delay = self._delay(minute)
+        newest = minute - 1 - delay  # the newest minute CloudWatch has
+        checks: dict[str, bool] = {}
+        for name, twin in self.regions.items():
+            self._publish(name, twin, newest)
+            for key, alarm in twin.control.alarms.items():
+                series_key = twin.alarm_key(alarm)
+                values = twin.visible(series_key, newest, alarm.evaluation_periods) if series_key else []
+                state = cw.evaluate(alarm, values, twin.alarm_states[key])
+                if state != twin.alarm_states[key] and state == cw.ALARM:
+                    events.append(f"{name}: alarm {alarm.name} ALARM")
+                twin.alarm_states[key] = state
+            composites = cw.composite_states(twin.control.composites, twin.alarm_states)
+            for composite in twin.control.composites:
+                state = composites[composite.logical_id]
+                if state != twin.composite_states[composite.logical_id]:
+                    events.append(f"{name}: composite {composite.name} {state}")
+                    self.orchestrator.set_alarm(name, composite.name, state == cw.ALARM)
+                twin.composite_states[composite.logical_id] = state
+            status = cw.health(
+                twin.control.health_checks, {**twin.alarm_states, **composites}, twin.checks_last
+            )
+            healthy = status.get(twin.control.record_check or "", True)
+            if self.minutes and self.minutes[-1].regions[name].healthy != healthy:
+                events.append(f"{name}: Route 53 health check {'healthy' if healthy else 'UNHEALTHY'}")
+            checks[name] = healthy
+        self.orchestrator.prune(now)
+
+        # The schedule: one run a minute, two with duplicate deliveries; API faults while they last.
+        self.orchestrator.failing = {f.service for f in self._faults(ApiErrors, minute)}
+        runs = 2 if self._faults(DuplicateRuns, minute) else 1
+        for _ in range(runs):
+            answer = self.orchestrator.run(now)
+            if "error" in answer:
+                events.append(f"orchestrator failed: {answer['error'][:160]}")
+            elif answer.get("weights") is not None:
+                events.append(f"orchestrator: {answer.get('reason', '')[:160]}")
+        self.orchestrator.failing = set()
+        self.weights.update(self.orchestrator.weights())
+
+        answers = answer_shares(self.weights, checks)
+        shares = self.clients.follow(answers)
+        total = sum(self.scenario.offered(r, minute) for r in self.scenario.traffic)
+        rows: dict[str, RegionMinute] = {}
+        for name, twin in self.regions.items():
+            row = RegionMinute(
+                weight=self.weights.get(name, 0), answer_share=answers.get(name, 0.0), healthy=checks[name]
+            )
+            down = any(f.region == name for f in self._faults(RegionDown, minute))
+            row.down = down
+            shortage = {f.instance_type for f in self._faults(CapacityShortage, minute) if f.region == name}
+            for fault in self.scenario.faults:
+                if isinstance(fault, EngineDeaths) and fault.region == name and fault.at == minute:
+                    for fleet in twin.fleets.values():
+                        fleet.kill(round(fleet.serving * fault.share), minute)
+            serving_before = sum(f.serving for f in twin.fleets.values())
+            stopped = 0
+            for instance_type, fleet in twin.fleets.items():
+                events_for: list[str] = []
+                fleet.schedule(minute, before, now, events_for)
+                tracked = twin.visible(f"inflight:{instance_type}", newest, 1)[0]
+                fleet.track(minute, tracked, events_for)
+                stopped += fleet.step(minute, instance_type in shortage, events_for)
+                events.extend(f"{name}: {event}" for event in events_for)
+                row.waiting[instance_type] = max(fleet.desired - fleet.tasks, 0)
+            row.stopped = stopped
+            row.stopped_share = stopped / serving_before if serving_before else 0.0
+            row.hosts = sum(f.all_hosts for f in twin.fleets.values())
+            row.tasks = sum(f.serving for f in twin.fleets.values())
+            self._serve(name, twin, minute, total * shares.get(name, 0.0), down, row)
+            for fleet in twin.fleets.values():
+                twin.record(
+                    f"short:{fleet.control.instance_type}", minute, float(fleet.desired - fleet.tasks)
+                )
+            rows[name] = row
+        result = Minute(minute, rows, events)
+        self.minutes.append(result)
+        return result
+
+    def run(self, on_minute: Callable[[Minute], None] | None = None) -> list[Minute]:
+        composites = {name: [c.name for c in twin.control.composites] for name, twin in self.regions.items()}
+        with Orchestrator(
+            self.deployment.orchestrator_config, self.deployment.home_region, composites
+        ) as orch:
+            self.orchestrator = orch
+            for minute in range(-PREROLL_MINUTES, self.scenario.minutes):
+                result = self.step(minute)
+                if on_minute and minute >= 0:
+                    on_minute(result)
+        self.minutes = [m for m in self.minutes if m.minute >= 0]
+        return self.minutes
+
+
+def source_of(deployment: Deployment) -> Path:
+    return deployment.source

@@ -1,0 +1,104 @@
+"""A scenario file in, the minutes and the verdict out: load, cross-check against the config, synthesize,
+run the loop, judge, report."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from gameday.loop import Minute, Twin
+from gameday.report import json_line, plot
+from gameday.scenario import CapacityShortage, Scenario, load_scenario
+from gameday.templates import TemplateError, read_deployment, synthesize
+from gameday.verdict import Summary, judge
+from orchestrator.routing.config import parse_config
+from settings.loader import ConfigError, Document, load_settings, locate
+from settings.schema import Settings
+
+
+class BadScenario(Exception):
+    """The scenario (or the config it names) cannot be run; str() names file, line and key."""
+
+
+@dataclass(frozen=True)
+class Result:
+    scenario: Scenario
+    minutes: list[Minute]
+    summary: Summary
+
+
+def check_against_config(scenario: Scenario, document: Document, settings: Settings, config: Path) -> None:
+    problems = []
+    known = ", ".join(settings.regions)
+    for region in scenario.traffic:
+        if region not in settings.regions:
+            problems.append(locate(document, ("traffic", region), f"not a region of {config} ({known})"))
+    for index, fault in enumerate(scenario.faults):
+        region = getattr(fault, "region", None)
+        if region is not None and region not in settings.regions:
+            problems.append(
+                locate(document, ("faults", index, "region"), f"not a region of {config} ({known})")
+            )
+        elif isinstance(fault, CapacityShortage):
+            types = [f.instance_type for f in settings.regions[fault.region].fleets]
+            if fault.instance_type not in types:
+                problems.append(
+                    locate(
+                        document,
+                        ("faults", index, "instance_type"),
+                        f"{fault.region} has no {fault.instance_type} fleet ({', '.join(types)})",
+                    )
+                )
+        if fault.at >= scenario.minutes:
+            problems.append(
+                locate(
+                    document,
+                    ("faults", index, "at"),
+                    f"after the scenario's last minute ({scenario.minutes - 1})",
+                )
+            )
+    if problems:
+        raise BadScenario("\n".join(problems))
+
+
+def run_scenario(path: Path, json_out: IO[str] | None = None, png: Path | None = None) -> Result:
+    try:
+        scenario, document, config = load_scenario(path)
+        settings = load_settings(config)
+    except ConfigError as error:
+        raise BadScenario(str(error)) from None
+    check_against_config(scenario, document, settings, config)
+    try:
+        deployment = read_deployment(synthesize(config))
+    except TemplateError as error:
+        raise BadScenario(str(error)) from None
+    twin = Twin(scenario, settings, deployment)
+
+    def emit(minute: Minute) -> None:
+        if json_out is not None:
+            json_out.write(json_line(minute) + "\n")
+            json_out.flush()
+
+    minutes = twin.run(emit)
+    orchestrator = parse_config(deployment.orchestrator_config)
+    slo_ms = scenario.slo.ttft_p99_ms or settings.observability.ttft_p99_threshold_ms
+    slo_errors = (
+        scenario.slo.error_share if scenario.slo.error_share is not None else orchestrator.policy.error_share
+    )
+    summary = judge(
+        scenario,
+        minutes,
+        slo_ms,
+        slo_errors,
+        orchestrator.policy.gain_step,
+        orchestrator.policy.drop_step,
+        orchestrator.policy.floor,
+        {r.name: r.initial_weight for r in orchestrator.regions},
+    )
+    if json_out is not None:
+        json_out.write(json.dumps(summary.public(), separators=(",", ":")) + "\n")
+    if png is not None:
+        plot(scenario, minutes, slo_ms, png, f"{path.name}: {summary.verdict}")
+    return Result(scenario, minutes, summary)

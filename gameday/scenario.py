@@ -1,0 +1,161 @@
+"""The game-day scenario file (a public interface, README "Game day"), validated with the same
+'file:line: key.path: problem' errors as a config."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from settings.loader import ConfigError, Document, read_document, validation_messages
+
+Minute = Annotated[int, Field(ge=0)]
+Share = Annotated[float, Field(ge=0, le=1)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Tokens(_Strict):
+    mean: Annotated[float, Field(gt=0)]
+    p99: Annotated[float, Field(gt=0)]
+
+    @model_validator(mode="after")
+    def _p99_not_below_mean(self) -> Tokens:
+        if self.p99 < self.mean:
+            raise ValueError(f"p99 {self.p99:g} is below the mean {self.mean:g}")
+        return self
+
+
+class Requests(_Strict):
+    prompt_tokens: Tokens = Tokens(mean=900, p99=3000)
+    output_tokens: Tokens = Tokens(mean=250, p99=900)
+
+
+class Dns(_Strict):
+    ttl_seconds: Annotated[int, Field(ge=0, le=86400)] = 60
+    stale_share: Share = 0.05
+
+
+class Slo(_Strict):
+    ttft_p99_ms: Annotated[float, Field(gt=0)] | None = None
+    error_share: Share | None = None
+
+
+class _Fault(_Strict):
+    at: Minute
+    until: Minute | None = None
+
+    @model_validator(mode="after")
+    def _until_after_at(self) -> _Fault:
+        if self.until is not None and self.until <= self.at:
+            raise ValueError(f"until ({self.until}) must be after at ({self.at})")
+        return self
+
+    def active(self, minute: int) -> bool:
+        return self.at <= minute and (self.until is None or minute < self.until)
+
+
+class RegionDown(_Fault):
+    kind: Literal["region_down"]
+    region: str
+
+
+class EngineDeaths(_Fault):
+    kind: Literal["engine_deaths"]
+    region: str
+    share: Annotated[float, Field(gt=0, le=1)]
+
+
+class CapacityShortage(_Fault):
+    kind: Literal["capacity_shortage"]
+    region: str
+    instance_type: str
+
+
+class ApiErrors(_Fault):
+    kind: Literal["api_errors"]
+    service: Literal["route53", "cloudwatch", "ssm"]
+
+
+class DuplicateRuns(_Fault):
+    kind: Literal["duplicate_runs"]
+
+
+class MetricsDelay(_Fault):
+    kind: Literal["metrics_delay"]
+    minutes: Annotated[int, Field(ge=1, le=60)]
+
+
+Fault = Annotated[
+    RegionDown | EngineDeaths | CapacityShortage | ApiErrors | DuplicateRuns | MetricsDelay,
+    Field(discriminator="kind"),
+]
+TrafficPoint = tuple[Minute, Annotated[float, Field(ge=0)]]
+
+
+class Scenario(_Strict):
+    config: str
+    start: datetime
+    minutes: Annotated[int, Field(ge=1, le=7 * 24 * 60)]
+    traffic: Annotated[dict[str, Annotated[list[TrafficPoint], Field(min_length=1)]], Field(min_length=1)]
+    requests: Requests = Requests()
+    dns: Dns = Dns()
+    faults: list[Fault] = []
+    slo: Slo = Slo()
+
+    @field_validator("start")
+    @classmethod
+    def _with_offset(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("needs an offset or Z, e.g. 2027-07-08T00:00:00-07:00")
+        return value
+
+    @field_validator("traffic")
+    @classmethod
+    def _increasing_minutes(cls, value: dict[str, list[TrafficPoint]]) -> dict[str, list[TrafficPoint]]:
+        for region, points in value.items():
+            minutes = [minute for minute, _ in points]
+            if minutes != sorted(set(minutes)):
+                raise ValueError(f"{region}: the points' minutes must increase, got {minutes}")
+        return value
+
+    def offered(self, region: str, minute: float) -> float:
+        """Requests per second, linear between the points and flat beyond the first and last."""
+        points = self.traffic.get(region, [])
+        if not points:
+            return 0.0
+        if minute <= points[0][0]:
+            return points[0][1]
+        for (m0, r0), (m1, r1) in itertools.pairwise(points):
+            if minute <= m1:
+                return r0 + (r1 - r0) * (minute - m0) / (m1 - m0)
+        return points[-1][1]
+
+
+def _config_path(document: Document, scenario: Scenario) -> Path:
+    path = Path(scenario.config)
+    if path.is_absolute() or path.exists():
+        return path
+    return document.path.parent / path
+
+
+def load_scenario(path: str | Path) -> tuple[Scenario, Document, Path]:
+    """The scenario, its parsed document (for locating later problems) and the config file it names.
+    Raises ConfigError with 'file:line: key.path: problem' lines."""
+    document = read_document(Path(path))
+    try:
+        scenario = Scenario.model_validate(document.data)
+    except ValidationError as error:
+        raise ConfigError(
+            "\n".join(validation_messages(error, document.data, [document], Scenario))
+        ) from None
+    config = _config_path(document, scenario)
+    if not config.is_file():
+        line = document.lines.get(("config",))
+        raise ConfigError(f"{document.path}:{line}: config: file {scenario.config!r} not found")
+    return scenario, document, config

@@ -1,0 +1,443 @@
+"""Control parameters as deployed: the config's stacks are synthesized (the same build_app as `make
+synth`, cached by the digest of the config files and the infrastructure code) and every parameter the
+twin's control loops use is read back from the CloudFormation templates, never from the config."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from settings.loader import load_documents
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE = REPO / "build" / "gameday"
+# Everything a template is made from: a change in any of these synthesizes again.
+SOURCES = ("app.py", "cdk.json", "settings", "stacks", "cdk_constructs", "orchestrator")
+
+
+class TemplateError(Exception):
+    """A template lacks something the twin needs (a resource it cannot model)."""
+
+
+@dataclass(frozen=True)
+class Bounds:
+    at: datetime
+    min: int | None
+    max: int | None
+    name: str
+
+
+@dataclass(frozen=True)
+class TargetTracking:
+    metric: str
+    statistic: str
+    dimensions: dict[str, str]
+    target: float
+    scale_out_cooldown: int
+    scale_in_cooldown: int
+
+
+@dataclass(frozen=True)
+class WarmPool:
+    min_size: int
+    max_prepared: int | None
+
+
+@dataclass(frozen=True)
+class FleetControl:
+    instance_type: str
+    service_id: str  # logical ids, to find the fleet's alarms
+    asg_min: int
+    asg_max: int
+    asg_schedule: tuple[Bounds, ...]
+    service_min: int
+    service_max: int
+    service_schedule: tuple[Bounds, ...]
+    tracking: TargetTracking | None
+    warmup_seconds: int  # capacity provider managed scaling
+    target_capacity: int
+    warm_pool: WarmPool | None
+    grace_seconds: int  # the service's health-check grace
+    alb_unhealthy_seconds: int  # the HTTP target group's interval x unhealthy threshold
+
+    def bounds_at(self, when: datetime) -> tuple[int, int, int, int]:
+        """(asg min, asg max, service min, service max) in force at `when`."""
+        asg = (self.asg_min, self.asg_max)
+        for action in self.asg_schedule:
+            if action.at <= when:
+                asg = (
+                    action.min if action.min is not None else asg[0],
+                    action.max if action.max is not None else asg[1],
+                )
+        service = (self.service_min, self.service_max)
+        for action in self.service_schedule:
+            if action.at <= when:
+                service = (
+                    action.min if action.min is not None else service[0],
+                    action.max if action.max is not None else service[1],
+                )
+        return (*asg, *service)
+
+
+@dataclass(frozen=True)
+class Alarm:
+    logical_id: str
+    name: str  # AlarmName, or the logical id where CloudFormation would generate one
+    metrics: tuple[str, ...]  # metric names (one, or the inputs of a math expression)
+    statistic: str  # Average | Sum | Minimum | Maximum | SampleCount | p99 ... | "math"
+    dimensions: dict[str, str]  # literal values; references as "ref:<logical id>"
+    period: int
+    evaluation_periods: int
+    datapoints: int
+    threshold: float
+    comparison: str
+    treat_missing: str
+    expression: str | None = None
+
+
+@dataclass(frozen=True)
+class CompositeAlarm:
+    logical_id: str
+    name: str
+    rule: str  # ALARM(<logical id>) OR ..., references resolved to logical ids
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    logical_id: str
+    kind: str  # CLOUDWATCH_METRIC | CALCULATED | other (not modelled: healthy)
+    alarm: str | None = None
+    insufficient_data: str = "LastKnownStatus"
+    children: tuple[str, ...] = ()
+    threshold: int = 1
+
+
+@dataclass(frozen=True)
+class RegionControl:
+    region: str
+    fleets: tuple[FleetControl, ...]
+    alarms: dict[str, Alarm]
+    composites: tuple[CompositeAlarm, ...]
+    health_checks: dict[str, HealthCheck]
+    record_check: str | None  # the health check on the region's weighted record (its SSM parameter)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    regions: dict[str, RegionControl]
+    orchestrator_config: str  # the Lambda's ORCHESTRATOR_CONFIG, as deployed
+    home_region: str
+    schedule: str
+    source: Path = field(compare=False, default=Path())
+
+
+# ---- synthesis ----------------------------------------------------------------------------------
+
+
+def _digest(config: Path) -> str:
+    digest = hashlib.sha256()
+    for document in load_documents(config):
+        digest.update(str(document.path.resolve()).encode())
+        digest.update(document.path.read_bytes())
+    for name in SOURCES:
+        root = REPO / name
+        files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+        for path in files:
+            digest.update(str(path.relative_to(REPO)).encode())
+            digest.update(path.read_bytes())
+    # Templates depend on the date for events already under way (README, "Peak events").
+    digest.update(datetime.now(UTC).strftime("%Y-%m-%d").encode())
+    return digest.hexdigest()[:16]
+
+
+SYNTH = """
+import sys
+from settings import load_settings
+from stacks.serving_app import build_app
+build_app(load_settings(sys.argv[1]), outdir=sys.argv[2], nag=False).synth()
+"""
+
+
+def synthesize(config: Path, cache: Path = CACHE) -> Path:
+    """The cloud assembly of `config`: synthesized once per digest, in a process of its own (jsii's Node
+    runtime stays out of the twin's), without cdk-nag or aws-cdk-lib's schema validation (neither
+    changes a template)."""
+    out = cache / f"cdk.out-{_digest(config)}"
+    if (out / "manifest.json").is_file():
+        return out
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    env = {
+        **os.environ,
+        "CDK_VALIDATION": "false",
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        "CDK_DISABLE_CLI_TELEMETRY": "1",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", SYNTH, str(config), str(partial)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise TemplateError(f"synth of {config} failed:\n{result.stderr[-2000:]}")
+    if out.exists():  # another run finished first
+        return out
+    partial.rename(out)
+    return out
+
+
+# ---- reading ------------------------------------------------------------------------------------
+
+
+def _ref(value: Any) -> str | None:
+    if isinstance(value, dict):
+        if "Ref" in value:
+            return str(value["Ref"])
+        if "Fn::GetAtt" in value:
+            return str(value["Fn::GetAtt"][0])
+    return None
+
+
+def _literal(value: Any) -> str:
+    ref = _ref(value)
+    if ref is not None:
+        return f"ref:{ref}"
+    if isinstance(value, dict):
+        refs = re.findall(r'"(?:Ref|Fn::GetAtt)": \[?"([^"]+)"', json.dumps(value))
+        return "ref:" + ",".join(refs)
+    return str(value)
+
+
+def _of_type(resources: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {key: r.get("Properties", {}) for key, r in resources.items() if r["Type"] == kind}
+
+
+def _at(text: str) -> datetime:
+    """ISO (ASG StartTime) or at(...) (Application Auto Scaling, UTC unless a time zone is given)."""
+    match = re.fullmatch(r"at\((.+)\)", text)
+    moment = datetime.fromisoformat((match.group(1) if match else text).replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _alarm(logical_id: str, props: dict[str, Any]) -> Alarm:
+    evaluation = int(props["EvaluationPeriods"])
+    common = {
+        "logical_id": logical_id,
+        "name": str(props.get("AlarmName", logical_id)),
+        "evaluation_periods": evaluation,
+        "datapoints": int(props.get("DatapointsToAlarm", evaluation)),
+        "threshold": float(props["Threshold"]),
+        "comparison": props["ComparisonOperator"],
+        "treat_missing": props.get("TreatMissingData", "missing"),
+    }
+    if "Metrics" in props:
+        expression = next((m["Expression"] for m in props["Metrics"] if "Expression" in m), None)
+        stats = [m["MetricStat"] for m in props["Metrics"] if "MetricStat" in m]
+        dimensions = {
+            d["Name"]: _literal(d["Value"]) for stat in stats for d in stat["Metric"].get("Dimensions", [])
+        }
+        return Alarm(
+            metrics=tuple(stat["Metric"]["MetricName"] for stat in stats),
+            statistic="math",
+            dimensions=dimensions,
+            period=int(stats[0]["Period"]) if stats else 60,
+            expression=expression,
+            **common,
+        )
+    return Alarm(
+        metrics=(props["MetricName"],),
+        statistic=props.get("Statistic") or props.get("ExtendedStatistic", "Average"),
+        dimensions={d["Name"]: _literal(d["Value"]) for d in props.get("Dimensions", [])},
+        period=int(props["Period"]),
+        **common,
+    )
+
+
+def _rule(value: Any) -> str:
+    """A composite's AlarmRule with each alarm reference (an ARN from Fn::GetAtt) as its logical id."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(_rule(part) for part in parts)
+    ref = _ref(value)
+    if ref is None:
+        raise TemplateError(f"composite alarm rule part not understood: {value!r}")
+    return ref
+
+
+def _fleets(resources: dict[str, Any]) -> tuple[FleetControl, ...]:
+    groups = _of_type(resources, "AWS::AutoScaling::AutoScalingGroup")
+    templates = _of_type(resources, "AWS::EC2::LaunchTemplate")
+    providers = _of_type(resources, "AWS::ECS::CapacityProvider")
+    services = _of_type(resources, "AWS::ECS::Service")
+    targets = _of_type(resources, "AWS::ApplicationAutoScaling::ScalableTarget")
+    policies = _of_type(resources, "AWS::ApplicationAutoScaling::ScalingPolicy")
+    asg_actions = _of_type(resources, "AWS::AutoScaling::ScheduledAction")
+    warm_pools = _of_type(resources, "AWS::AutoScaling::WarmPool")
+    target_groups = _of_type(resources, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    http_groups = [
+        tg for tg in target_groups.values() if "GRPC" not in str(tg.get("HealthCheckPath", "")).upper()
+    ]
+    alb_unhealthy = max(
+        (
+            int(tg.get("HealthCheckIntervalSeconds", 30)) * int(tg.get("UnhealthyThresholdCount", 2))
+            for tg in http_groups
+        ),
+        default=60,
+    )
+    fleets = []
+    for provider_id, provider in providers.items():
+        scaling = provider["AutoScalingGroupProvider"]
+        group_id = _ref(scaling["AutoScalingGroupArn"])
+        group = groups[group_id]
+        launch = templates[_ref(group["LaunchTemplate"]["LaunchTemplateId"])]
+        instance_type = launch["LaunchTemplateData"]["InstanceType"]
+        managed = scaling.get("ManagedScaling", {})
+        service_id = next(
+            key
+            for key, service in services.items()
+            if any(
+                _ref(s["CapacityProvider"]) == provider_id
+                for s in service.get("CapacityProviderStrategy", [])
+            )
+        )
+        target_id, target = next(
+            (key, t) for key, t in targets.items() if service_id in json.dumps(t.get("ResourceId"))
+        )
+        tracking = None
+        for policy in policies.values():
+            config = policy.get("TargetTrackingScalingPolicyConfiguration")
+            if _ref(policy.get("ScalingTargetId")) == target_id and config:
+                spec = config.get("CustomizedMetricSpecification")
+                if spec is None:
+                    raise TemplateError(f"{target_id}: only customized-metric target tracking is modelled")
+                tracking = TargetTracking(
+                    metric=spec["MetricName"],
+                    statistic=spec.get("Statistic", "Average"),
+                    dimensions={d["Name"]: str(d["Value"]) for d in spec.get("Dimensions", [])},
+                    target=float(config["TargetValue"]),
+                    # Application Auto Scaling's defaults for ECS services when a template omits them.
+                    scale_out_cooldown=int(config.get("ScaleOutCooldown", 300)),
+                    scale_in_cooldown=int(config.get("ScaleInCooldown", 300)),
+                )
+        pool = next((p for p in warm_pools.values() if _ref(p["AutoScalingGroupName"]) == group_id), None)
+        fleets.append(
+            FleetControl(
+                instance_type=instance_type,
+                service_id=service_id,
+                asg_min=int(group["MinSize"]),
+                asg_max=int(group["MaxSize"]),
+                asg_schedule=tuple(
+                    sorted(
+                        (
+                            Bounds(_at(a["StartTime"]), a.get("MinSize"), a.get("MaxSize"), key)
+                            for key, a in asg_actions.items()
+                            if _ref(a["AutoScalingGroupName"]) == group_id and "StartTime" in a
+                        ),
+                        key=lambda b: b.at,
+                    )
+                ),
+                service_min=int(target["MinCapacity"]),
+                service_max=int(target["MaxCapacity"]),
+                service_schedule=tuple(
+                    sorted(
+                        (
+                            Bounds(
+                                _at(a["Schedule"]),
+                                a["ScalableTargetAction"].get("MinCapacity"),
+                                a["ScalableTargetAction"].get("MaxCapacity"),
+                                a["ScheduledActionName"],
+                            )
+                            for a in target.get("ScheduledActions", [])
+                            if str(a["Schedule"]).startswith("at(")
+                        ),
+                        key=lambda b: b.at,
+                    )
+                ),
+                tracking=tracking,
+                # 300 s is ECS's default instance warm-up when a template omits it.
+                warmup_seconds=int(managed.get("InstanceWarmupPeriod", 300)),
+                target_capacity=int(managed.get("TargetCapacity", 100)),
+                warm_pool=WarmPool(int(pool.get("MinSize", 0)), pool.get("MaxGroupPreparedCapacity"))
+                if pool
+                else None,
+                grace_seconds=int(services[service_id].get("HealthCheckGracePeriodSeconds", 0)),
+                alb_unhealthy_seconds=alb_unhealthy,
+            )
+        )
+    return tuple(sorted(fleets, key=lambda f: f.instance_type))
+
+
+def read_region(region: str, template: dict[str, Any]) -> RegionControl:
+    resources = template["Resources"]
+    alarms = {key: _alarm(key, p) for key, p in _of_type(resources, "AWS::CloudWatch::Alarm").items()}
+    composites = tuple(
+        CompositeAlarm(key, str(p.get("AlarmName", key)), _rule(p["AlarmRule"]))
+        for key, p in _of_type(resources, "AWS::CloudWatch::CompositeAlarm").items()
+    )
+    checks: dict[str, HealthCheck] = {}
+    for key, props in _of_type(resources, "AWS::Route53::HealthCheck").items():
+        config = props["HealthCheckConfig"]
+        kind = config["Type"]
+        if kind == "CLOUDWATCH_METRIC":
+            checks[key] = HealthCheck(
+                key,
+                kind,
+                alarm=_ref(config["AlarmIdentifier"]["Name"]),
+                insufficient_data=config.get("InsufficientDataHealthStatus", "LastKnownStatus"),
+            )
+        elif kind == "CALCULATED":
+            children = tuple(_ref(child) or str(child) for child in config.get("ChildHealthChecks", []))
+            checks[key] = HealthCheck(
+                key, kind, children=children, threshold=int(config.get("HealthThreshold", 1))
+            )
+        else:
+            checks[key] = HealthCheck(key, kind)
+    record_check = None
+    for props in _of_type(resources, "AWS::SSM::Parameter").values():
+        if str(props.get("Name", "")).endswith("/routing-health-check"):
+            record_check = _ref(props["Value"])
+    return RegionControl(region, _fleets(resources), alarms, composites, checks, record_check)
+
+
+def read_deployment(assembly: Path) -> Deployment:
+    manifest = json.loads((assembly / "manifest.json").read_text())
+    regions: dict[str, RegionControl] = {}
+    orchestrator = None
+    home = "us-east-1"
+    schedule = "rate(1 minute)"
+    for artifact in manifest["artifacts"].values():
+        if artifact.get("type") != "aws:cloudformation:stack":
+            continue
+        region = artifact["environment"].rsplit("/", 1)[-1]
+        template = json.loads((assembly / artifact["properties"]["templateFile"]).read_text())
+        resources = template["Resources"]
+        functions = _of_type(resources, "AWS::Lambda::Function")
+        found = [
+            f["Environment"]["Variables"]["ORCHESTRATOR_CONFIG"]
+            for f in functions.values()
+            if "ORCHESTRATOR_CONFIG" in f.get("Environment", {}).get("Variables", {})
+        ]
+        if found:
+            orchestrator, home = found[0], region
+            for rule in _of_type(resources, "AWS::Events::Rule").values():
+                schedule = rule.get("ScheduleExpression", schedule)
+        if _of_type(resources, "AWS::ECS::CapacityProvider"):
+            regions[region] = read_region(region, template)
+    if orchestrator is None:
+        raise TemplateError(f"{assembly}: no traffic orchestrator function in any template")
+    if schedule != "rate(1 minute)":
+        raise TemplateError(f"the orchestrator runs on {schedule}; the twin models rate(1 minute) only")
+    return Deployment(regions, orchestrator, home, schedule, assembly)

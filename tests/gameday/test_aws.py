@@ -1,0 +1,89 @@
+"""The real orchestrator handler under the twin: its clock is the simulated one, API faults reach its
+calls and only its calls, a repeated event is skipped, and nothing leaks out of the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from gameday.aws import Orchestrator
+from gameday.templates import read_deployment, synthesize
+from orchestrator.routing import handler as lambda_handler
+from orchestrator.routing.override import Override
+
+REPO = Path(__file__).resolve().parents[2]
+NOW = datetime(2027, 7, 8, 19, 30, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def deployment():
+    return read_deployment(synthesize(REPO / "config" / "prime-day.yaml"))
+
+
+@pytest.fixture
+def orchestrator(deployment):
+    composites = {name: [c.name for c in region.composites] for name, region in deployment.regions.items()}
+    with Orchestrator(deployment.orchestrator_config, deployment.home_region, composites) as instance:
+        yield instance
+
+
+def decisions(orchestrator: Orchestrator) -> list[dict]:
+    ssm = orchestrator.client("ssm", orchestrator.home)
+    state = ssm.get_parameter(Name=orchestrator.config.state_parameter)["Parameter"]["Value"]
+    return json.loads(state)["decisions"]
+
+
+def test_the_handler_runs_on_the_simulated_clock_with_the_deployed_config(orchestrator, deployment):
+    answer = orchestrator.run(NOW)
+    assert answer["weights"] == {r.name: r.initial_weight for r in orchestrator.config.regions}
+    decided = datetime.fromisoformat(decisions(orchestrator)[-1]["time"].replace("Z", "+00:00"))
+    assert decided == NOW
+    assert orchestrator.weights() == answer["weights"]
+    deployed = json.loads(deployment.orchestrator_config)
+    assert deployed["policy"] == json.loads(orchestrator.config.to_json())["policy"]
+
+
+def test_the_handlers_own_clock_is_the_simulated_one(orchestrator):
+    """The handler ends a pin 7 days after it was written; moto stamps the parameter with the real clock
+    (years before the simulated one), so on the simulated clock the pin has expired, on the real one it
+    would still hold."""
+    pin = Override({"us-east-1": 0}, NOW + timedelta(minutes=5), "patching")
+    ssm = orchestrator.client("ssm", orchestrator.home)
+    ssm.put_parameter(Name=orchestrator.config.override_parameter, Value=pin.to_json(), Type="String")
+    answer = orchestrator.run(NOW)
+    assert answer["weights"]["us-east-1"] != 0
+    assert datetime.now(UTC) + timedelta(days=7) < NOW  # the premise: the simulated day is far ahead
+
+
+def test_a_repeated_delivery_is_skipped(orchestrator):
+    orchestrator.run(NOW)
+    first = decisions(orchestrator)
+    again = orchestrator.run(NOW)
+    assert decisions(orchestrator) == first  # nothing decided twice
+    assert again["weights"] in (None, orchestrator.weights())
+
+
+def test_api_errors_fail_the_handlers_calls_not_the_twins(orchestrator):
+    orchestrator.run(NOW)
+    orchestrator.failing = {"route53"}
+    answer = orchestrator.run(NOW + timedelta(minutes=1))
+    assert "error" in answer and "ServiceUnavailable" in answer["error"]
+    assert orchestrator.weights()  # the twin's own Route 53 client still works
+    orchestrator.failing = {"cloudwatch"}
+    answer = orchestrator.run(NOW + timedelta(minutes=2))
+    assert "error" not in answer  # the handler treats unreadable regions as missing metrics
+    assert "missing" in answer["reason"] or "kept" in answer["reason"]
+
+
+def test_nothing_outlives_the_run(deployment):
+    before = dict(os.environ)
+    with Orchestrator(deployment.orchestrator_config, deployment.home_region, {}) as instance:
+        instance.run(NOW)
+    assert dict(os.environ) == before
+    assert lambda_handler.datetime is datetime
+    assert lambda_handler.logger.registered_handler.stream is sys.stdout

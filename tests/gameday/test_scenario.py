@@ -1,0 +1,76 @@
+"""The scenario format: a mistake is a 'file:line: key: problem' line and exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gameday.__main__ import main
+from gameday.scenario import load_scenario
+from settings.loader import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+GOOD = f"""\
+config: {REPO / "config" / "prime-day.yaml"}
+start: "2027-07-08T00:00:00-07:00"
+minutes: 30
+traffic:
+  us-east-1: [[0, 900], [20, 2500]]
+"""
+
+CASES = [
+    (GOOD.replace("minutes: 30", "minutes: 0"), ":3: minutes: Input should be greater than or equal to 1"),
+    (GOOD.replace('-07:00"', '"'), ":2: start: needs an offset"),
+    (GOOD.replace("[[0, 900], [20, 2500]]", "[[20, 900], [0, 2500]]"), ":4: traffic: us-east-1: the points"),
+    (GOOD + "faults:\n  - {kind: region_gone, region: us-east-1, at: 3}\n", ":7: faults[0]"),
+    (
+        GOOD + "faults:\n  - {kind: region_down, region: us-east-1, at: 9, until: 4}\n",
+        "until (4) must be after",
+    ),
+    (GOOD + "faults:\n  - {kind: api_errors, service: lambda, at: 3}\n", ":7: faults[0].api_errors.service"),
+    (
+        GOOD + "dns: {ttl_seconds: 60, stale: 0.1}\n",
+        ":6: dns.stale: unknown key; did you mean 'stale_share'?",
+    ),
+    (GOOD.replace("config: ", "config: missing-"), ":1: config: file"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), CASES)
+def test_a_bad_scenario_names_file_line_and_key(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        load_scenario(path)
+    assert f"{path}" in str(raised.value) and message in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("  eu-west-9: [[0, 10]]\n", ":6: traffic.eu-west-9: not a region of"),
+        (
+            "faults:\n  - {kind: capacity_shortage, region: us-east-2, instance_type: trn2.48xlarge, "
+            "at: 0}\n",
+            "instance_type: us-east-2 has no trn2.48xlarge fleet",
+        ),
+    ],
+)
+def test_a_scenario_that_does_not_fit_its_config_exits_2(tmp_path, capsys, extra, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(GOOD + extra)
+    assert main([str(path), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "Traceback" not in captured.err
+    assert captured.out == ""
+
+
+def test_traffic_is_linear_between_points_and_flat_beyond(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text(GOOD)
+    scenario, _, config = load_scenario(path)
+    assert config.name == "prime-day.yaml"
+    assert scenario.offered("us-east-1", 10) == pytest.approx(1700)
+    assert scenario.offered("us-east-1", 25) == 2500
+    assert scenario.offered("us-west-2", 5) == 0

@@ -1,0 +1,41 @@
+"""The per-fleet curves against a direct simulation of a whole fleet with the planner's simulator."""
+
+from __future__ import annotations
+
+import pytest
+
+from gameday.serving import derive, measure, per_host_rps
+from planner.plan import Demand
+from planner.profiles import load_profiles
+from planner.simulate import HostGroup, LogNormal
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    profiles = load_profiles()
+    templates = [
+        HostGroup("inf2.48xlarge", profiles[("inf2.48xlarge", 8)].engine(32), 3, 0),
+        HostGroup("trn1.32xlarge", profiles[("trn1.32xlarge", 8)].engine(32), 4, 0),
+    ]
+    demand = Demand(LogNormal.fit(900, 3000), LogNormal.fit(250, 900), 900, 250, 8191, 1024)
+    return templates, demand, derive(templates, [20, 10], demand, 1000.0)
+
+
+@pytest.mark.parametrize("utilisation", [0.5, 0.8])
+def test_the_curve_matches_a_direct_simulation_of_a_larger_fleet(fleet, utilisation):
+    """A slice of 12 hosts stands for the fleet: a fleet of 30 pools better, so the curve may err high
+    (towards caution) but not by much, and never low by more than the simulation's own noise."""
+    templates, demand, curve = fleet
+    hosts = [templates[0].with_count(20), templates[1].with_count(10)]
+    capacity = sum(group.count * per_host_rps(group, demand) for group in hosts)
+    p99, slow, seconds = measure(hosts, utilisation * capacity, demand, 1000.0, 300.0, seed=5)
+    curve_p99, curve_slow, curve_seconds = curve.at(utilisation)
+    assert curve_p99 == pytest.approx(p99, rel=0.15)
+    assert curve_seconds == pytest.approx(seconds, rel=0.1)
+    assert abs(curve_slow - slow) < 0.01
+
+
+def test_latency_rises_towards_the_throughput_bound(fleet):
+    _, _, curve = fleet
+    assert curve.at(0.5)[0] < 1000 < curve.at(1.0)[0]
+    assert curve.at(0.98)[1] > curve.at(0.5)[1]

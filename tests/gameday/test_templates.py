@@ -1,0 +1,142 @@
+"""Control parameters come from the synthesized templates: change a value in a template and the twin
+behaves differently."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from gameday import alarms
+from gameday.control import FleetState
+from gameday.templates import read_deployment, synthesize
+
+REPO = Path(__file__).resolve().parents[2]
+REGION = "us-east-2"
+PEAK = datetime.fromisoformat("2027-07-08T12:00:00-07:00")
+
+
+@pytest.fixture(scope="module")
+def assembly() -> Path:
+    return synthesize(REPO / "config" / "prime-day.yaml")
+
+
+def edited(assembly: Path, tmp_path: Path, edit) -> Path:
+    """A copy of the assembly with `edit(resources)` applied to the region's template."""
+    copy = tmp_path / "cdk.out"
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(assembly, copy, ignore=shutil.ignore_patterns("asset.*"))
+    path = copy / f"shopping-assistant-{REGION}.template.json"
+    template = json.loads(path.read_text())
+    edit(template["Resources"])
+    path.write_text(json.dumps(template))
+    return copy
+
+
+def set_all(resources, kind: str, setter) -> None:
+    for resource in resources.values():
+        if resource["Type"] == kind:
+            setter(resource["Properties"])
+
+
+def launches_under_surge(assembly: Path) -> list[int]:
+    """Minutes at which the inf2 fleet launched hosts, its tasks' in-flight gauge 10% above the target."""
+    fleet = read_deployment(assembly).regions[REGION].fleets[0]
+    state = FleetState.steady(fleet, PEAK, fleet.bounds_at(PEAK)[2])
+    minutes = []
+    for minute in range(90):
+        events: list[str] = []
+        state.schedule(minute, PEAK + timedelta(minutes=minute - 1), PEAK + timedelta(minutes=minute), events)
+        state.track(minute, fleet.tracking.target * 1.1, events)
+        state.step(minute, False, events)
+        if any("hosts launched" in event for event in events):
+            minutes.append(minute)
+    return minutes
+
+
+def test_the_read_parameters_are_the_templates(assembly):
+    region = read_deployment(assembly).regions[REGION]
+    inf2 = region.fleets[0]
+    assert inf2.instance_type == "inf2.48xlarge"
+    assert inf2.tracking.metric == "RequestsInFlight" and inf2.tracking.target == 72
+    assert inf2.bounds_at(PEAK) == (97, 183, 97, 146)  # the event's raise in force at the peak
+    assert {c.kind for c in region.health_checks.values()} == {"CLOUDWATCH_METRIC", "CALCULATED"}
+    assert region.record_check in region.health_checks
+
+
+def test_a_shorter_capacity_provider_warm_up_in_the_template_launches_hosts_in_closer_steps(
+    assembly, tmp_path
+):
+    def warm_up(seconds: int):
+        def edit(resources):
+            set_all(
+                resources,
+                "AWS::ECS::CapacityProvider",
+                lambda p: p["AutoScalingGroupProvider"]["ManagedScaling"].update(
+                    InstanceWarmupPeriod=seconds
+                ),
+            )
+
+        return edit
+
+    long = launches_under_surge(edited(assembly, tmp_path / "long", warm_up(1800)))
+    short = launches_under_surge(edited(assembly, tmp_path / "short", warm_up(300)))
+    gaps = lambda minutes: [b - a for a, b in itertools.pairwise(minutes)]  # noqa: E731
+    assert long and short
+    assert len(short) > len(long)
+    assert max(gaps(short)) < min(gaps(long) or [90])
+
+
+def test_an_alarm_needing_more_datapoints_in_the_template_fires_later(assembly, tmp_path):
+    def slow_alarm(region):
+        return next(a for a in region.alarms.values() if a.metrics == ("SlowFirstToken",))
+
+    original = slow_alarm(read_deployment(assembly).regions[REGION])
+
+    def five_of_five(resources):
+        set_all(
+            resources,
+            "AWS::CloudWatch::Alarm",
+            lambda p: (
+                p.update(EvaluationPeriods=5, DatapointsToAlarm=5)
+                if p.get("MetricName") == "SlowFirstToken"
+                else None
+            ),
+        )
+
+    changed = slow_alarm(read_deployment(edited(assembly, tmp_path, five_of_five)).regions[REGION])
+    bad_minutes = [0.0, 0.0, 0.2, 0.2, 0.2]
+    assert alarms.evaluate(original, bad_minutes, alarms.OK) == alarms.ALARM
+    assert alarms.evaluate(changed, bad_minutes, alarms.OK) == alarms.OK
+    assert alarms.evaluate(changed, [0.2] * 5, alarms.OK) == alarms.ALARM
+
+
+def test_composite_rules_and_calculated_health_checks(assembly):
+    region = read_deployment(assembly).regions[REGION]
+    degraded = region.composites[0]
+    states = dict.fromkeys(region.alarms, alarms.OK)
+    assert alarms.composite_states(region.composites, states)[degraded.logical_id] == alarms.OK
+    ttft = next(key for key, alarm in region.alarms.items() if alarm.metrics == ("TimeToFirstToken",))
+    assert (
+        alarms.composite_states(region.composites, {**states, ttft: alarms.ALARM})[degraded.logical_id]
+        == "ALARM"
+    )
+    # The record's calculated check fails when any one of its three children does (threshold 3 of 3).
+    slow = next(key for key, alarm in region.alarms.items() if alarm.metrics == ("SlowFirstToken",))
+    assert alarms.health(region.health_checks, states, {})[region.record_check]
+    assert not alarms.health(region.health_checks, {**states, slow: alarms.ALARM}, {})[region.record_check]
+    # No data: the checks' InsufficientDataHealthStatus (Healthy) holds.
+    assert alarms.health(region.health_checks, {slow: alarms.INSUFFICIENT}, {})[region.record_check]
+
+
+def test_missing_data_is_treated_as_the_alarm_says(assembly):
+    region = read_deployment(assembly).regions[REGION]
+    no_targets = next(a for a in region.alarms.values() if "NoHealthyTargets" in a.logical_id)
+    assert no_targets.treat_missing == "breaching"
+    assert alarms.evaluate(no_targets, [None, None, None], alarms.OK) == alarms.ALARM
+    slow = next(a for a in region.alarms.values() if a.metrics == ("SlowFirstToken",))
+    assert alarms.evaluate(slow, [None, None], alarms.ALARM) == alarms.OK  # notBreaching
