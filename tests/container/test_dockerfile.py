@@ -22,10 +22,13 @@ def test_every_copied_path_exists_in_the_build_context() -> None:
 
 
 def test_every_pip_requirement_is_pinned() -> None:
-    for name in ("image.txt", "triton.txt", "serve.txt", "numpy.txt"):
-        for line in (CONTAINER_DIR / "requirements" / name).read_text().splitlines():
-            if line.strip() and not line.startswith("#"):
-                assert re.fullmatch(r"[A-Za-z0-9_.\-\[\],]+==[0-9][0-9A-Za-z.+]*", line.strip()), (name, line)
+    files = sorted((CONTAINER_DIR / "requirements").glob("*.txt"))
+    assert len(files) >= 7, files  # the image's, and each serving environment's three steps
+    for path in files:
+        for line in path.read_text().splitlines():
+            pin = line.strip()
+            if pin and not pin.startswith("#"):
+                assert re.fullmatch(r"[A-Za-z0-9_.\-\[\],]+==[0-9][0-9A-Za-z.+]*", pin), (path.name, line)
 
 
 def test_entrypoint_and_ports() -> None:
