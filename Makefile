@@ -134,7 +134,7 @@ bench-plan: venv
 # real orchestrator on moto. Exit 0 pass, 1 fail, 2 bad scenario; the figure goes to build/gameday/NAME.png.
 gameday: venv node
 	@test -n "$(SCENARIO)" || { echo "usage: make gameday SCENARIO=scenarios/gameday/NAME.yaml [JSON=1]" >&2; exit 2; }
-	@$(VENV)/bin/python -m gameday $(SCENARIO) $(if $(JSON),--json)
+	@$(VENV)/bin/python -m gameday $(SCENARIO) $(if $(JSON),--json) $(if $(CELLS),--cells)
 
 bench-gameday: venv node
 	$(VENV)/bin/python bench/gameday_speed.py

@@ -6,8 +6,11 @@ moto's), an EventBridge event whose `time` is the simulated minute, and the hand
 simulated clock for the call (its module's `datetime`, swapped for the call only: production code is
 unchanged). The twin puts its metrics with simulated timestamps, and mirrors each composite alarm's
 state into a moto alarm of the same name (moto implements no composite alarms and evaluates no alarm).
-API faults raise from botocore's before-call hook of the default session, which the handler's clients
-are made from, so the twin's own clients (a session of their own) are never hit."""
+Each routing target (a one-cell region, or a cell `us-east-1/2` of a region of several) gets its own
+health check, endpoint and health-check parameters, composite alarms and metrics namespace, in its AWS
+region, as its stack creates them. API faults raise from botocore's before-call hook of the default
+session, which the handler's clients are made from, so the twin's own clients (a session of their own)
+are never hit."""
 
 from __future__ import annotations
 
@@ -113,20 +116,23 @@ class Orchestrator:
         )
         data["hosted_zone_id"] = zone["HostedZone"]["Id"].split("/")[-1]
         config = parse_config(json.dumps(data))
+        self._targets = {target.name: target for target in config.regions}
         for region in config.regions:
             check = route53.create_health_check(
                 CallerReference=region.name,
                 HealthCheckConfig={"Type": "CALCULATED", "ChildHealthChecks": [], "HealthThreshold": 0},
             )["HealthCheck"]["Id"]
-            ssm = self.client("ssm", region.name)
+            aws_region = region.client_region
+            ssm = self.client("ssm", aws_region)
+            slug = region.name.replace("/", "-cell")
             endpoint = {
-                "alb_dns_name": f"serving-{region.name}.{region.name}.elb.amazonaws.com",
+                "alb_dns_name": f"serving-{slug}.{aws_region}.elb.amazonaws.com",
                 "alb_canonical_hosted_zone_id": "Z35SXDOTRQ7X7K",
-                "region": region.name,
+                "region": aws_region,
             }
             ssm.put_parameter(Name=region.endpoint_parameter, Value=json.dumps(endpoint), Type="String")
             ssm.put_parameter(Name=region.health_check_parameter, Value=check, Type="String")
-            cloudwatch = self.client("cloudwatch", region.name)
+            cloudwatch = self.client("cloudwatch", aws_region)
             for name in composite_names.get(region.name, []):
                 cloudwatch.put_metric_alarm(
                     AlarmName=name,
@@ -141,21 +147,33 @@ class Orchestrator:
                 cloudwatch.set_alarm_state(AlarmName=name, StateValue="OK", StateReason="game day start")
         return config
 
-    def set_alarm(self, region: str, name: str, alarm: bool) -> None:
-        self.client("cloudwatch", region).set_alarm_state(
+    def aws_region(self, target: str) -> str:
+        """The AWS region of a routing target (a region, or a cell `us-east-1/2`)."""
+        return self._targets[target].client_region
+
+    def namespace(self, target: str) -> str:
+        """Where a target's hosts publish: the config's namespace, or its cell's own."""
+        return self.config.namespace_of(self._targets[target])
+
+    def set_alarm(self, target: str, name: str, alarm: bool) -> None:
+        self.client("cloudwatch", self.aws_region(target)).set_alarm_state(
             AlarmName=name, StateValue="ALARM" if alarm else "OK", StateReason="game day: composite rule"
         )
 
-    def publish(self, region: str, namespace: str, data: list[dict[str, Any]]) -> None:
+    def publish(self, target: str, namespace: str, data: list[dict[str, Any]]) -> None:
+        """A target's datapoints in its AWS region, into the namespace its hosts publish to (a cell's own:
+        the orchestrator reads the one its config names)."""
         if data:
-            self.client("cloudwatch", region).put_metric_data(Namespace=namespace, MetricData=data)
+            self.client("cloudwatch", self.aws_region(target)).put_metric_data(
+                Namespace=namespace, MetricData=data
+            )
 
     def prune(self, before: datetime) -> None:
         """Drop datapoints older than any reader's window (moto keeps and scans them all)."""
         from moto.cloudwatch.models import cloudwatch_backends
 
         cutoff = (before - timedelta(minutes=NAMESPACE_KEEP_MINUTES)).astimezone(UTC).replace(tzinfo=None)
-        for region in self.config.region_names:
+        for region in {target.client_region for target in self.config.regions}:
             backend = cloudwatch_backends[ACCOUNT][region]
             backend.metric_data = [d for d in backend.metric_data if d.timestamp >= cutoff]
 
@@ -183,6 +201,7 @@ class Orchestrator:
             lambda_handler.datetime, lambda_handler._boto3_client = original  # type: ignore[misc]
 
     def weights(self) -> dict[str, int]:
+        """Routing target (the record's set identifier) -> its weight in Route 53."""
         records = read_records(
             self.client("route53", self.home), self.config.hosted_zone_id, self.config.domain_name
         )

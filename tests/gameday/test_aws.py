@@ -27,7 +27,7 @@ def deployment():
 
 @pytest.fixture
 def orchestrator(deployment):
-    composites = {name: [c.name for c in region.composites] for name, region in deployment.regions.items()}
+    composites = {name: [c.name for c in region.composites] for name, region in deployment.cells.items()}
     with Orchestrator(deployment.orchestrator_config, deployment.home_region, composites) as instance:
         yield instance
 
@@ -52,11 +52,11 @@ def test_the_handlers_own_clock_is_the_simulated_one(orchestrator):
     """The handler ends a pin 7 days after it was written; moto stamps the parameter with the real clock
     (years before the simulated one), so on the simulated clock the pin has expired, on the real one it
     would still hold."""
-    pin = Override({"us-east-1": 0}, NOW + timedelta(minutes=5), "patching")
+    pin = Override({"us-east-1/2": 0}, NOW + timedelta(minutes=5), "patching")
     ssm = orchestrator.client("ssm", orchestrator.home)
     ssm.put_parameter(Name=orchestrator.config.override_parameter, Value=pin.to_json(), Type="String")
     answer = orchestrator.run(NOW)
-    assert answer["weights"]["us-east-1"] != 0
+    assert answer["weights"]["us-east-1/2"] != 0  # pins name cells
     assert datetime.now(UTC) + timedelta(days=7) < NOW  # the premise: the simulated day is far ahead
 
 
