@@ -18,6 +18,7 @@ import contextlib
 import io
 import json
 import os
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -35,6 +36,45 @@ ACCOUNT = "123456789012"
 
 
 original_client = lambda_handler._boto3_client
+
+
+class _NamespaceFilter:
+    """moto 5.2.5's GetMetricData drops a query's namespace once it has dimensions (moto/cloudwatch/models.py,
+    `get_metric_data`: the dimensions filter starts again from every datapoint of the period), so the cells
+    of a region, which publish the same metric names and dimensions to `<namespace>/cell<k>`, would each read
+    their region's sum. CloudWatch identifies a metric by namespace, name and dimensions ("Amazon CloudWatch
+    concepts", CloudWatch User Guide). While the twin runs, a GetMetricData whose queries all name one
+    namespace sees only that namespace's datapoints; the filter is per thread, as the handler reads its
+    regions in threads of their own."""
+
+    def __init__(self) -> None:
+        from moto.cloudwatch.models import CloudWatchBackend
+
+        self._backend = CloudWatchBackend
+        self._get_metric_data = CloudWatchBackend.get_metric_data
+        self._get_all_metrics = CloudWatchBackend.get_all_metrics
+        self._local = threading.local()
+        local, get_metric_data, get_all_metrics = self._local, self._get_metric_data, self._get_all_metrics
+
+        def metric_data(backend: Any, queries: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+            namespaces = {q["MetricStat"]["Metric"].get("Namespace") for q in queries if "MetricStat" in q}
+            local.namespace = next(iter(namespaces)) if len(namespaces) == 1 else None
+            try:
+                return get_metric_data(backend, queries, *args, **kwargs)
+            finally:
+                local.namespace = None
+
+        def all_metrics(backend: Any) -> Any:
+            found = get_all_metrics(backend)
+            namespace = getattr(local, "namespace", None)
+            return found if namespace is None else [d for d in found if d.namespace == namespace]
+
+        CloudWatchBackend.get_metric_data = metric_data  # type: ignore[method-assign]
+        CloudWatchBackend.get_all_metrics = all_metrics  # type: ignore[method-assign]
+
+    def close(self) -> None:
+        self._backend.get_metric_data = self._get_metric_data  # type: ignore[method-assign]
+        self._backend.get_all_metrics = self._get_all_metrics  # type: ignore[method-assign]
 
 
 class _Context:
@@ -70,6 +110,7 @@ class Orchestrator:
         os.environ.update(self._environment)
         self._mock = mock_aws()
         self._mock.start()
+        self._namespaces = _NamespaceFilter()
         self.failing: set[str] = set()
         self._hook = self._fail
         boto3.setup_default_session()
@@ -209,6 +250,7 @@ class Orchestrator:
 
     def close(self) -> None:
         boto3.DEFAULT_SESSION.events.unregister("before-call", self._hook)  # type: ignore[union-attr]
+        self._namespaces.close()
         self._mock.stop()
         lambda_handler.logger.registered_handler.setStream(self._stream)  # type: ignore[attr-defined]
         self._sink.close()

@@ -19,6 +19,13 @@ def json_line(minute: Minute, cells: bool = False) -> str:
     return json.dumps(minute.public(cells), separators=(",", ":"))
 
 
+def _weight(minute: Minute, region: str) -> str:
+    """The region's weight, and its cells' for a region of several (`51=26+25`)."""
+    cells = [row.weight for name, row in minute.cells.items() if name.startswith(f"{region}/")]
+    weight = str(minute.regions[region].weight)
+    return f"{weight}={'+'.join(map(str, cells))}" if cells else weight
+
+
 def table(minutes: Sequence[Minute], out: IO[str]) -> None:
     console = Console(file=out, width=160)
     regions = list(minutes[0].regions) if minutes else []
@@ -39,7 +46,7 @@ def table(minutes: Sequence[Minute], out: IO[str]) -> None:
                 f"[{style}]{row.offered_rps:.0f}/{row.served_rps:.0f}[/]"
                 if style
                 else f"{row.offered_rps:.0f}/{row.served_rps:.0f}",
-                str(row.weight),
+                _weight(m, region),
                 f"{row.hosts}/{row.tasks}",
                 f"{row.ttft_p99_ms:.0f} / {row.error_share:.1%}",
             ]
