@@ -60,6 +60,7 @@ class RegionMinute:
     stopped_share: float = 0.0
     stopped: int = 0
     serving_before: int = 0  # serving tasks before the minute's control step
+    fleets: int = 0  # fleets behind the row (a region of cells: every cell's)
     waiting: dict[str, int] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
@@ -108,6 +109,7 @@ def region_row(cells: list[RegionMinute]) -> RegionMinute:
         stopped_share=stopped / serving_before if serving_before else 0.0,
         stopped=stopped,
         serving_before=serving_before,
+        fleets=sum(c.fleets for c in cells),
         waiting=waiting,
     )
 
@@ -436,6 +438,7 @@ class Twin:
                 row.waiting[instance_type] = max(fleet.desired - fleet.tasks, 0)
             row.stopped = stopped
             row.serving_before = serving_before
+            row.fleets = len(twin.fleets)
             row.stopped_share = stopped / serving_before if serving_before else 0.0
             row.hosts = sum(f.all_hosts for f in twin.fleets.values())
             row.tasks = sum(f.serving for f in twin.fleets.values())

@@ -98,7 +98,8 @@ def judge(
                 violations.append(
                     f"{region}: drained in minute {current.minute} while {share:.0%} of its targets served"
                 )
-            fleets = len(row.waiting) or 1  # one task a fleet is the smallest step there is
+            # One task a fleet is the smallest step there is (each cell's fleets scale on their own).
+            fleets = row.fleets or len(row.waiting) or 1
             if row.stopped_share > TASK_DROP_SHARE and row.stopped > fleets and not row.down:
                 violations.append(
                     f"{region}: minute {current.minute} stopped {row.stopped_share:.0%} of its serving tasks"
