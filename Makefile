@@ -143,8 +143,8 @@ bench-plan: venv
 # The whole deployment minute by minute: the config's synthesized templates, the planner's simulator and the
 # real orchestrator on moto. Exit 0 pass, 1 fail, 2 bad scenario; the figure goes to build/gameday/NAME.png.
 gameday: venv node
-	@test -n "$(SCENARIO)" || { echo "usage: make gameday SCENARIO=scenarios/gameday/NAME.yaml [JSON=1]" >&2; exit 2; }
-	@$(VENV)/bin/python -m gameday $(SCENARIO) $(if $(JSON),--json)
+	@test -n "$(SCENARIO)" || { echo "usage: make gameday SCENARIO=scenarios/gameday/NAME.yaml [JSON=1 [CELLS=1]]" >&2; exit 2; }
+	@$(VENV)/bin/python -m gameday $(SCENARIO) $(if $(JSON),--json) $(if $(CELLS),--cells)
 
 bench-gameday: venv node
 	$(VENV)/bin/python bench/gameday_speed.py

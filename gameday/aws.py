@@ -6,8 +6,11 @@ moto's), an EventBridge event whose `time` is the simulated minute, and the hand
 simulated clock for the call (its module's `datetime`, swapped for the call only: production code is
 unchanged). The twin puts its metrics with simulated timestamps, and mirrors each composite alarm's
 state into a moto alarm of the same name (moto implements no composite alarms and evaluates no alarm).
-API faults raise from botocore's before-call hook of the default session, which the handler's clients
-are made from, so the twin's own clients (a session of their own) are never hit."""
+Each routing target (a one-cell region, or a cell `us-east-1/2` of a region of several) gets its own
+health check, endpoint and health-check parameters, composite alarms and metrics namespace, in its AWS
+region, as its stack creates them. API faults raise from botocore's before-call hook of the default
+session, which the handler's clients are made from, so the twin's own clients (a session of their own)
+are never hit."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import contextlib
 import io
 import json
 import os
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -32,6 +36,45 @@ ACCOUNT = "123456789012"
 
 
 original_client = lambda_handler._boto3_client
+
+
+class _NamespaceFilter:
+    """moto 5.2.5's GetMetricData drops a query's namespace once it has dimensions (moto/cloudwatch/models.py,
+    `get_metric_data`: the dimensions filter starts again from every datapoint of the period), so the cells
+    of a region, which publish the same metric names and dimensions to `<namespace>/cell<k>`, would each read
+    their region's sum. CloudWatch identifies a metric by namespace, name and dimensions ("Amazon CloudWatch
+    concepts", CloudWatch User Guide). While the twin runs, a GetMetricData whose queries all name one
+    namespace sees only that namespace's datapoints; the filter is per thread, as the handler reads its
+    regions in threads of their own."""
+
+    def __init__(self) -> None:
+        from moto.cloudwatch.models import CloudWatchBackend
+
+        self._backend = CloudWatchBackend
+        self._get_metric_data = CloudWatchBackend.get_metric_data
+        self._get_all_metrics = CloudWatchBackend.get_all_metrics
+        self._local = threading.local()
+        local, get_metric_data, get_all_metrics = self._local, self._get_metric_data, self._get_all_metrics
+
+        def metric_data(backend: Any, queries: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+            namespaces = {q["MetricStat"]["Metric"].get("Namespace") for q in queries if "MetricStat" in q}
+            local.namespace = next(iter(namespaces)) if len(namespaces) == 1 else None
+            try:
+                return get_metric_data(backend, queries, *args, **kwargs)
+            finally:
+                local.namespace = None
+
+        def all_metrics(backend: Any) -> Any:
+            found = get_all_metrics(backend)
+            namespace = getattr(local, "namespace", None)
+            return found if namespace is None else [d for d in found if d.namespace == namespace]
+
+        CloudWatchBackend.get_metric_data = metric_data  # type: ignore[method-assign]
+        CloudWatchBackend.get_all_metrics = all_metrics  # type: ignore[method-assign]
+
+    def close(self) -> None:
+        self._backend.get_metric_data = self._get_metric_data  # type: ignore[method-assign]
+        self._backend.get_all_metrics = self._get_all_metrics  # type: ignore[method-assign]
 
 
 class _Context:
@@ -67,6 +110,7 @@ class Orchestrator:
         os.environ.update(self._environment)
         self._mock = mock_aws()
         self._mock.start()
+        self._namespaces = _NamespaceFilter()
         self.failing: set[str] = set()
         self._hook = self._fail
         boto3.setup_default_session()
@@ -113,20 +157,23 @@ class Orchestrator:
         )
         data["hosted_zone_id"] = zone["HostedZone"]["Id"].split("/")[-1]
         config = parse_config(json.dumps(data))
+        self._targets = {target.name: target for target in config.regions}
         for region in config.regions:
             check = route53.create_health_check(
                 CallerReference=region.name,
                 HealthCheckConfig={"Type": "CALCULATED", "ChildHealthChecks": [], "HealthThreshold": 0},
             )["HealthCheck"]["Id"]
-            ssm = self.client("ssm", region.name)
+            aws_region = region.client_region
+            ssm = self.client("ssm", aws_region)
+            slug = region.name.replace("/", "-cell")
             endpoint = {
-                "alb_dns_name": f"serving-{region.name}.{region.name}.elb.amazonaws.com",
+                "alb_dns_name": f"serving-{slug}.{aws_region}.elb.amazonaws.com",
                 "alb_canonical_hosted_zone_id": "Z35SXDOTRQ7X7K",
-                "region": region.name,
+                "region": aws_region,
             }
             ssm.put_parameter(Name=region.endpoint_parameter, Value=json.dumps(endpoint), Type="String")
             ssm.put_parameter(Name=region.health_check_parameter, Value=check, Type="String")
-            cloudwatch = self.client("cloudwatch", region.name)
+            cloudwatch = self.client("cloudwatch", aws_region)
             for name in composite_names.get(region.name, []):
                 cloudwatch.put_metric_alarm(
                     AlarmName=name,
@@ -141,21 +188,33 @@ class Orchestrator:
                 cloudwatch.set_alarm_state(AlarmName=name, StateValue="OK", StateReason="game day start")
         return config
 
-    def set_alarm(self, region: str, name: str, alarm: bool) -> None:
-        self.client("cloudwatch", region).set_alarm_state(
+    def aws_region(self, target: str) -> str:
+        """The AWS region of a routing target (a region, or a cell `us-east-1/2`)."""
+        return self._targets[target].client_region
+
+    def namespace(self, target: str) -> str:
+        """Where a target's hosts publish: the config's namespace, or its cell's own."""
+        return self.config.namespace_of(self._targets[target])
+
+    def set_alarm(self, target: str, name: str, alarm: bool) -> None:
+        self.client("cloudwatch", self.aws_region(target)).set_alarm_state(
             AlarmName=name, StateValue="ALARM" if alarm else "OK", StateReason="game day: composite rule"
         )
 
-    def publish(self, region: str, namespace: str, data: list[dict[str, Any]]) -> None:
+    def publish(self, target: str, namespace: str, data: list[dict[str, Any]]) -> None:
+        """A target's datapoints in its AWS region, into the namespace its hosts publish to (a cell's own:
+        the orchestrator reads the one its config names)."""
         if data:
-            self.client("cloudwatch", region).put_metric_data(Namespace=namespace, MetricData=data)
+            self.client("cloudwatch", self.aws_region(target)).put_metric_data(
+                Namespace=namespace, MetricData=data
+            )
 
     def prune(self, before: datetime) -> None:
         """Drop datapoints older than any reader's window (moto keeps and scans them all)."""
         from moto.cloudwatch.models import cloudwatch_backends
 
         cutoff = (before - timedelta(minutes=NAMESPACE_KEEP_MINUTES)).astimezone(UTC).replace(tzinfo=None)
-        for region in self.config.region_names:
+        for region in {target.client_region for target in self.config.regions}:
             backend = cloudwatch_backends[ACCOUNT][region]
             backend.metric_data = [d for d in backend.metric_data if d.timestamp >= cutoff]
 
@@ -183,6 +242,7 @@ class Orchestrator:
             lambda_handler.datetime, lambda_handler._boto3_client = original  # type: ignore[misc]
 
     def weights(self) -> dict[str, int]:
+        """Routing target (the record's set identifier) -> its weight in Route 53."""
         records = read_records(
             self.client("route53", self.home), self.config.hosted_zone_id, self.config.domain_name
         )
@@ -190,6 +250,7 @@ class Orchestrator:
 
     def close(self) -> None:
         boto3.DEFAULT_SESSION.events.unregister("before-call", self._hook)  # type: ignore[union-attr]
+        self._namespaces.close()
         self._mock.stop()
         lambda_handler.logger.registered_handler.setStream(self._stream)  # type: ignore[attr-defined]
         self._sink.close()

@@ -1,5 +1,9 @@
 """The closed loop, one simulated minute at a time: demand -> DNS -> serving -> metrics -> alarms ->
-health checks -> the real orchestrator -> Route 53 weights, and the fleets' own control loops."""
+health checks -> the real orchestrator -> Route 53 weights, and the fleets' own control loops.
+
+The unit the loop runs is a routing target: a one-cell region, or one cell (`us-east-1/2`) of a region of
+several, each with its own stack's fleets, alarms, health checks, metrics namespace and weighted record.
+A region's row is its cells' rows added up (README "Game day", "Cells")."""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from gameday.scenario import (
 )
 from gameday.serving import Curve, cached_curve
 from gameday.templates import CACHE, Alarm, Deployment, RegionControl
+from orchestrator.routing.config import parse_config
 from planner.plan import Demand
 from planner.profiles import load_profiles
 from planner.simulate import HostGroup
@@ -54,6 +59,8 @@ class RegionMinute:
     slow_share: float = 0.0
     stopped_share: float = 0.0
     stopped: int = 0
+    serving_before: int = 0  # serving tasks before the minute's control step
+    fleets: int = 0  # fleets behind the row (a region of cells: every cell's)
     waiting: dict[str, int] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
@@ -69,25 +76,73 @@ class RegionMinute:
         }
 
 
+def region_row(cells: list[RegionMinute]) -> RegionMinute:
+    """A region's minute from its cells' (the one cell's own row for a one-cell region). Rates, weights,
+    hosts and tasks add up; the p99 is the highest of the cells that served (an upper bound of the
+    region's: the twin keeps no per-request latencies to merge); healthy while any cell's check is, down
+    while every cell is."""
+    if len(cells) == 1:
+        return cells[0]
+    offered = sum(c.offered_rps for c in cells)
+    served = sum(c.served_rps for c in cells)
+    shed = sum(c.shed_rps for c in cells)
+    waiting: dict[str, int] = {}
+    for cell in cells:
+        for instance_type, count in cell.waiting.items():
+            waiting[instance_type] = waiting.get(instance_type, 0) + count
+    serving_before = sum(c.serving_before for c in cells)
+    stopped = sum(c.stopped for c in cells)
+    return RegionMinute(
+        offered_rps=offered,
+        served_rps=served,
+        shed_rps=shed,
+        weight=sum(c.weight for c in cells),
+        hosts=sum(c.hosts for c in cells),
+        tasks=sum(c.tasks for c in cells),
+        ttft_p99_ms=max((c.ttft_p99_ms for c in cells if c.served_rps), default=0.0),
+        error_share=shed / offered if offered else 0.0,
+        answer_share=sum(c.answer_share for c in cells),
+        healthy=any(c.healthy for c in cells),
+        down=all(c.down for c in cells),
+        targets=sum(c.targets for c in cells),
+        slow_share=sum(c.slow_share * c.served_rps for c in cells) / served if served else 0.0,
+        stopped_share=stopped / serving_before if serving_before else 0.0,
+        stopped=stopped,
+        serving_before=serving_before,
+        fleets=sum(c.fleets for c in cells),
+        waiting=waiting,
+    )
+
+
 @dataclass
 class Minute:
     minute: int
     regions: dict[str, RegionMinute]
     events: list[str]
+    # Routing target (a one-cell region, or a cell `us-east-1/2`) -> its own minute.
+    cells: dict[str, RegionMinute] = field(default_factory=dict)
 
-    def public(self) -> dict[str, Any]:
-        return {
+    def public(self, with_cells: bool = False) -> dict[str, Any]:
+        data: dict[str, Any] = {
             "minute": self.minute,
             "regions": {r: m.public() for r, m in self.regions.items()},
             "events": self.events,
         }
+        if with_cells:
+            data["cells"] = {name: m.public() for name, m in self.cells.items()}
+        return data
 
 
-class RegionTwin:
+class CellTwin:
+    """One routing target's stack: a one-cell region, or a cell of a region of several."""
+
     def __init__(
         self, control: RegionControl, curve: Curve, slots: dict[str, int], fleets: dict[str, FleetState]
     ):
         self.control = control
+        self.name = control.name  # its routing name and record set id
+        self.region = control.region
+        self.namespace = control.metrics_namespace  # where its hosts publish (the template's containers)
         self.curve = curve
         self.slots = slots  # instance type -> serving slots per host
         self.fleets = fleets
@@ -105,8 +160,16 @@ class RegionTwin:
         values = self.series.get(key, {})
         return [values.get(minute) for minute in range(upto - count + 1, upto + 1)]
 
+    def reads_own_metrics(self, namespace: str) -> bool:
+        """An alarm or scaling policy on the containers' metrics sees data only in the namespace this
+        stack's hosts publish to (a cell's `<namespace>/cell<k>`); AWS namespaces are the stack's own
+        resources' (its ALB, its cluster), found by dimension."""
+        return namespace.startswith(("AWS/", "ECS/")) or not namespace or namespace == self.namespace
+
     def alarm_key(self, alarm: Alarm) -> str | None:
         """Which of the twin's series an alarm watches; None for metrics the twin does not produce."""
+        if not self.reads_own_metrics(alarm.namespace):
+            return None
         if alarm.statistic == "math":
             if {"DesiredTaskCount", "RunningTaskCount"} <= set(alarm.metrics):
                 service = alarm.dimensions.get("ServiceName", "")
@@ -115,6 +178,8 @@ class RegionTwin:
                         return f"short:{fleet.control.instance_type}"
             if "HTTPCode_ELB_5XX_Count" in alarm.metrics:
                 return "elb5xx_percent"
+            if "HTTPCode_Target_5XX_Count" in alarm.metrics:
+                return "target5xx_share"
             return None
         metric = alarm.metrics[0]
         keys = {
@@ -162,31 +227,44 @@ class Twin:
         self.settings = settings
         self.deployment = deployment
         self.start = scenario.start
-        self.regions: dict[str, RegionTwin] = {}
-        for name, control in deployment.regions.items():
-            curve, slots = _region_curve(settings, name, scenario)
+        self.cells: dict[str, CellTwin] = {}
+        targets = {t.name: t for t in self._orchestrator_regions()}
+        curves: dict[str, tuple[Curve, dict[str, int]]] = {}
+        for name, control in deployment.cells.items():
+            region = control.region
+            if region not in curves:  # every cell runs every fleet of its region: the same mix
+                curves[region] = _region_curve(settings, region, scenario)
+            curve, slots = curves[region]
+            # A cell starts with its record's share of the region's traffic (equal shares if all are 0).
+            siblings = [t.initial_weight for t in targets.values() if t.group == region]
+            part = targets[name].initial_weight / sum(siblings) if sum(siblings) else 1 / len(siblings)
             fleets = {}
-            offered = scenario.offered(name, 0)
+            offered = scenario.offered(region, 0) * part
             capacity_per_host = sum(curve.per_host_rps.values()) / len(curve.per_host_rps)
             wanted = math.ceil(offered / (capacity_per_host * 0.75)) if offered else 0
-            share = {f.instance_type: f.max for f in settings.regions[name].fleets}
+            share = {f.instance_type: f.max for f in settings.regions[region].fleets}
             total = sum(share.values())
             for fleet in control.fleets:
                 fleets[fleet.instance_type] = FleetState.steady(
                     fleet, self.start, math.ceil(wanted * share[fleet.instance_type] / total)
                 )
-            self.regions[name] = RegionTwin(control, curve, slots, fleets)
+            self.cells[name] = CellTwin(control, curve, slots, fleets)
+            if not control.metrics_namespace:  # a template without the variable: where routing reads
+                self.cells[name].namespace = parse_config(deployment.orchestrator_config).namespace_of(
+                    targets[name]
+                )
+        self.regions: dict[str, list[str]] = {}  # region -> its cells' routing names
+        for name, twin in self.cells.items():
+            self.regions.setdefault(twin.region, []).append(name)
         self.orchestrator: Orchestrator | None = None
         weights = {r.name: r.initial_weight for r in self._orchestrator_regions()}
         self.weights = weights
         self.clients = Clients(answer_shares(weights, {}), scenario.dns.ttl_seconds, scenario.dns.stale_share)
         self.minutes: list[Minute] = []
-        for twin in self.regions.values():
+        for twin in self.cells.values():
             twin.published = -PREROLL_MINUTES
 
     def _orchestrator_regions(self):
-        from orchestrator.routing.config import parse_config
-
         return parse_config(self.deployment.orchestrator_config).regions
 
     # ---- one minute ------------------------------------------------------------------------------
@@ -197,9 +275,13 @@ class Twin:
     def _delay(self, minute: int) -> int:
         return INGESTION_MINUTES + sum(f.minutes for f in self._faults(MetricsDelay, minute))
 
-    def _publish(self, name: str, twin: RegionTwin, upto: int) -> None:
-        """Put every minute up to `upto` that was not put yet, with its simulated timestamp."""
-        namespace = self.orchestrator.config.metrics_namespace
+    def _hits(self, fault: Any, twin: CellTwin) -> bool:
+        """A fault naming a region hits each of its cells; one naming a cell (`us-east-1/2`) that cell."""
+        return fault.region in (twin.name, twin.region)
+
+    def _publish(self, twin: CellTwin, upto: int) -> None:
+        """Put every minute up to `upto` that was not put yet, with its simulated timestamp, into the
+        target's own namespace (a cell's `<namespace>/cell<k>`)."""
         model = self.orchestrator.config.model_name
         data: list[dict[str, Any]] = []
         for minute in range(twin.published, upto + 1):
@@ -207,11 +289,9 @@ class Twin:
             data.extend(datapoints(raw, self.start + timedelta(minutes=minute), model))
         twin.published = max(twin.published, upto + 1)
         for offset in range(0, len(data), 1000):
-            self.orchestrator.publish(name, namespace, data[offset : offset + 1000])
+            self.orchestrator.publish(twin.name, twin.namespace, data[offset : offset + 1000])
 
-    def _serve(
-        self, name: str, twin: RegionTwin, minute: int, arriving: float, down: bool, row: RegionMinute
-    ) -> None:
+    def _serve(self, twin: CellTwin, minute: int, arriving: float, down: bool, row: RegionMinute) -> None:
         serving = {t: f.serving for t, f in twin.fleets.items()}
         dead = sum(f.dead_targets for f in twin.fleets.values())
         live = sum(serving.values())
@@ -235,6 +315,7 @@ class Twin:
                 twin.record(key, minute, None)
             twin.record("healthy_hosts", minute, 0.0)
             twin.record("elb5xx_percent", minute, 100.0 if arriving else 0.0)
+            twin.record("target5xx_share", minute, None)  # no target answered
             for t in twin.fleets:
                 twin.record(f"inflight:{t}", minute, None)
             return
@@ -263,6 +344,8 @@ class Twin:
         twin.record("ttft_p99_ms", minute, p99 if served else None)
         twin.record("healthy_hosts", minute, float(targets))
         twin.record("elb5xx_percent", minute, 100.0 * (to_live - served) / arriving if arriving else 0.0)
+        # A dead engine's task answers its requests with a 5xx until its target leaves the group.
+        twin.record("target5xx_share", minute, to_dead / arriving if arriving else 0.0)
         twin.record("requests", minute, arriving * 60)
         twin.record("served_requests", minute, served * 60)
         twin.record("reporting_hosts", minute, float(targets))
@@ -287,8 +370,8 @@ class Twin:
         delay = self._delay(minute)
         newest = minute - 1 - delay  # the newest minute CloudWatch has
         checks: dict[str, bool] = {}
-        for name, twin in self.regions.items():
-            self._publish(name, twin, newest)
+        for name, twin in self.cells.items():
+            self._publish(twin, newest)
             for key, alarm in twin.control.alarms.items():
                 series_key = twin.alarm_key(alarm)
                 values = twin.visible(series_key, newest, alarm.evaluation_periods) if series_key else []
@@ -307,7 +390,7 @@ class Twin:
                 twin.control.health_checks, {**twin.alarm_states, **composites}, twin.checks_last
             )
             healthy = status.get(twin.control.record_check or "", True)
-            if self.minutes and self.minutes[-1].regions[name].healthy != healthy:
+            if self.minutes and self.minutes[-1].cells[name].healthy != healthy:
                 events.append(f"{name}: Route 53 health check {'healthy' if healthy else 'UNHEALTHY'}")
             checks[name] = healthy
         self.orchestrator.prune(now)
@@ -328,15 +411,17 @@ class Twin:
         shares = self.clients.follow(answers)
         total = sum(self.scenario.offered(r, minute) for r in self.scenario.traffic)
         rows: dict[str, RegionMinute] = {}
-        for name, twin in self.regions.items():
+        for name, twin in self.cells.items():
             row = RegionMinute(
                 weight=self.weights.get(name, 0), answer_share=answers.get(name, 0.0), healthy=checks[name]
             )
-            down = any(f.region == name for f in self._faults(RegionDown, minute))
+            down = any(self._hits(f, twin) for f in self._faults(RegionDown, minute))
             row.down = down
-            shortage = {f.instance_type for f in self._faults(CapacityShortage, minute) if f.region == name}
+            shortage = {
+                f.instance_type for f in self._faults(CapacityShortage, minute) if self._hits(f, twin)
+            }
             for fault in self.scenario.faults:
-                if isinstance(fault, EngineDeaths) and fault.region == name and fault.at == minute:
+                if isinstance(fault, EngineDeaths) and self._hits(fault, twin) and fault.at == minute:
                     for fleet in twin.fleets.values():
                         fleet.kill(round(fleet.serving * fault.share), minute)
             serving_before = sum(f.serving for f in twin.fleets.values())
@@ -344,27 +429,32 @@ class Twin:
             for instance_type, fleet in twin.fleets.items():
                 events_for: list[str] = []
                 fleet.schedule(minute, before, now, events_for)
-                tracked = twin.visible(f"inflight:{instance_type}", newest, 1)[0]
+                tracking = fleet.control.tracking
+                own = tracking is not None and twin.reads_own_metrics(tracking.namespace)
+                tracked = twin.visible(f"inflight:{instance_type}", newest, 1)[0] if own else None
                 fleet.track(minute, tracked, events_for)
                 stopped += fleet.step(minute, instance_type in shortage, events_for)
                 events.extend(f"{name}: {event}" for event in events_for)
                 row.waiting[instance_type] = max(fleet.desired - fleet.tasks, 0)
             row.stopped = stopped
+            row.serving_before = serving_before
+            row.fleets = len(twin.fleets)
             row.stopped_share = stopped / serving_before if serving_before else 0.0
             row.hosts = sum(f.all_hosts for f in twin.fleets.values())
             row.tasks = sum(f.serving for f in twin.fleets.values())
-            self._serve(name, twin, minute, total * shares.get(name, 0.0), down, row)
+            self._serve(twin, minute, total * shares.get(name, 0.0), down, row)
             for fleet in twin.fleets.values():
                 twin.record(
                     f"short:{fleet.control.instance_type}", minute, float(fleet.desired - fleet.tasks)
                 )
             rows[name] = row
-        result = Minute(minute, rows, events)
+        regions = {region: region_row([rows[n] for n in names]) for region, names in self.regions.items()}
+        result = Minute(minute, regions, events, rows)
         self.minutes.append(result)
         return result
 
     def run(self, on_minute: Callable[[Minute], None] | None = None) -> list[Minute]:
-        composites = {name: [c.name for c in twin.control.composites] for name, twin in self.regions.items()}
+        composites = {name: [c.name for c in twin.control.composites] for name, twin in self.cells.items()}
         with Orchestrator(
             self.deployment.orchestrator_config, self.deployment.home_region, composites
         ) as orch:

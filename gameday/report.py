@@ -15,8 +15,15 @@ from gameday.scenario import Scenario
 from gameday.verdict import Summary
 
 
-def json_line(minute: Minute) -> str:
-    return json.dumps(minute.public(), separators=(",", ":"))
+def json_line(minute: Minute, cells: bool = False) -> str:
+    return json.dumps(minute.public(cells), separators=(",", ":"))
+
+
+def _weight(minute: Minute, region: str) -> str:
+    """The region's weight, and its cells' for a region of several (`51=26+25`)."""
+    cells = [row.weight for name, row in minute.cells.items() if name.startswith(f"{region}/")]
+    weight = str(minute.regions[region].weight)
+    return f"{weight}={'+'.join(map(str, cells))}" if cells else weight
 
 
 def table(minutes: Sequence[Minute], out: IO[str]) -> None:
@@ -39,7 +46,7 @@ def table(minutes: Sequence[Minute], out: IO[str]) -> None:
                 f"[{style}]{row.offered_rps:.0f}/{row.served_rps:.0f}[/]"
                 if style
                 else f"{row.offered_rps:.0f}/{row.served_rps:.0f}",
-                str(row.weight),
+                _weight(m, region),
                 f"{row.hosts}/{row.tasks}",
                 f"{row.ttft_p99_ms:.0f} / {row.error_share:.1%}",
             ]
@@ -74,6 +81,11 @@ def plot(scenario: Scenario, minutes: Sequence[Minute], slo_ms: float, path: Pat
             x, [r.served_rps for r in rows], color=colors[region], linestyle="--", label=f"{region} served"
         )
         axes[1].plot(x, [r.weight for r in rows], color=colors[region], label=region)
+        cells = [name for name in minutes[0].cells if name != region and name.startswith(f"{region}/")]
+        for style, name in zip(("--", ":", "-."), cells, strict=False):  # a region of several: its cells
+            axes[1].plot(
+                x, [m.cells[name].weight for m in minutes], color=colors[region], linestyle=style, label=name
+            )
         axes[2].plot(x, [r.hosts for r in rows], color=colors[region], label=f"{region} hosts")
         axes[2].plot(
             x, [r.tasks for r in rows], color=colors[region], linestyle=":", label=f"{region} serving"

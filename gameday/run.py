@@ -14,6 +14,7 @@ from gameday.scenario import CapacityShortage, Scenario, load_scenario
 from gameday.templates import TemplateError, read_deployment, synthesize
 from gameday.verdict import Summary, judge
 from orchestrator.routing.config import parse_config
+from settings.cells import region_of
 from settings.loader import ConfigError, Document, load_settings, locate
 from settings.schema import Settings
 
@@ -32,17 +33,20 @@ class Result:
 def check_against_config(scenario: Scenario, document: Document, settings: Settings, config: Path) -> None:
     problems = []
     known = ", ".join(settings.regions)
+    # A fault may name a region (all its cells) or one cell of a region of several (`us-east-1/2`).
+    cells = [cell.name for cell in settings.all_cells if cell.count > 1]
+    targets = ", ".join([*settings.regions, *cells])
     for region in scenario.traffic:
         if region not in settings.regions:
             problems.append(locate(document, ("traffic", region), f"not a region of {config} ({known})"))
     for index, fault in enumerate(scenario.faults):
         region = getattr(fault, "region", None)
-        if region is not None and region not in settings.regions:
+        if region is not None and region not in settings.regions and region not in cells:
             problems.append(
-                locate(document, ("faults", index, "region"), f"not a region of {config} ({known})")
+                locate(document, ("faults", index, "region"), f"not a region or cell of {config} ({targets})")
             )
         elif isinstance(fault, CapacityShortage):
-            types = [f.instance_type for f in settings.regions[fault.region].fleets]
+            types = [f.instance_type for f in settings.regions[region_of(fault.region)].fleets]
             if fault.instance_type not in types:
                 problems.append(
                     locate(
@@ -63,7 +67,9 @@ def check_against_config(scenario: Scenario, document: Document, settings: Setti
         raise BadScenario("\n".join(problems))
 
 
-def run_scenario(path: Path, json_out: IO[str] | None = None, png: Path | None = None) -> Result:
+def run_scenario(
+    path: Path, json_out: IO[str] | None = None, png: Path | None = None, cells: bool = False
+) -> Result:
     try:
         scenario, document, config = load_scenario(path)
         settings = load_settings(config)
@@ -78,7 +84,7 @@ def run_scenario(path: Path, json_out: IO[str] | None = None, png: Path | None =
 
     def emit(minute: Minute) -> None:
         if json_out is not None:
-            json_out.write(json_line(minute) + "\n")
+            json_out.write(json_line(minute, cells) + "\n")
             json_out.flush()
 
     minutes = twin.run(emit)

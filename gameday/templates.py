@@ -10,7 +10,7 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ class TargetTracking:
     target: float
     scale_out_cooldown: int
     scale_in_cooldown: int
+    namespace: str = ""
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class Alarm:
     comparison: str
     treat_missing: str
     expression: str | None = None
+    namespace: str = ""  # the metric's (the first of a math expression's inputs)
 
 
 @dataclass(frozen=True)
@@ -122,17 +124,24 @@ class HealthCheck:
 
 @dataclass(frozen=True)
 class RegionControl:
-    region: str
+    """One serving stack: a one-cell region, or one cell of a region of several (README, "Cells")."""
+
+    region: str  # the AWS region
     fleets: tuple[FleetControl, ...]
     alarms: dict[str, Alarm]
     composites: tuple[CompositeAlarm, ...]
     health_checks: dict[str, HealthCheck]
     record_check: str | None  # the health check on the region's weighted record (its SSM parameter)
+    parameters: tuple[str, ...] = ()  # the SSM parameter names the stack writes
+    metrics_namespace: str = ""  # where its serving containers publish (their AWS_EMF_NAMESPACE)
+    name: str = ""  # the routing name (`us-east-1`, or `us-east-1/2` for a cell): its record's set id
 
 
 @dataclass(frozen=True)
 class Deployment:
-    regions: dict[str, RegionControl]
+    # Routing name (the orchestrator's target, a one-cell region or a cell `us-east-1/2`) -> its stack's
+    # control parameters, in the orchestrator's order.
+    cells: dict[str, RegionControl]
     orchestrator_config: str  # the Lambda's ORCHESTRATOR_CONFIG, as deployed
     home_region: str
     schedule: str
@@ -249,6 +258,7 @@ def _alarm(logical_id: str, props: dict[str, Any]) -> Alarm:
         }
         return Alarm(
             metrics=tuple(stat["Metric"]["MetricName"] for stat in stats),
+            namespace=str(stats[0]["Metric"].get("Namespace", "")) if stats else "",
             statistic="math",
             dimensions=dimensions,
             period=int(stats[0]["Period"]) if stats else 60,
@@ -257,6 +267,7 @@ def _alarm(logical_id: str, props: dict[str, Any]) -> Alarm:
         )
     return Alarm(
         metrics=(props["MetricName"],),
+        namespace=str(props.get("Namespace", "")),
         statistic=props.get("Statistic") or props.get("ExtendedStatistic", "Average"),
         dimensions={d["Name"]: _literal(d["Value"]) for d in props.get("Dimensions", [])},
         period=int(props["Period"]),
@@ -331,6 +342,7 @@ def _fleets(resources: dict[str, Any]) -> tuple[FleetControl, ...]:
                     # Application Auto Scaling's defaults for ECS services when a template omits them.
                     scale_out_cooldown=int(config.get("ScaleOutCooldown", 300)),
                     scale_in_cooldown=int(config.get("ScaleInCooldown", 300)),
+                    namespace=str(spec.get("Namespace", "")),
                 )
         pool = next((p for p in warm_pools.values() if _ref(p["AutoScalingGroupName"]) == group_id), None)
         fleets.append(
@@ -406,15 +418,52 @@ def read_region(region: str, template: dict[str, Any]) -> RegionControl:
         else:
             checks[key] = HealthCheck(key, kind)
     record_check = None
+    parameters = []
     for props in _of_type(resources, "AWS::SSM::Parameter").values():
+        parameters.append(str(props.get("Name", "")))
         if str(props.get("Name", "")).endswith("/routing-health-check"):
             record_check = _ref(props["Value"])
-    return RegionControl(region, _fleets(resources), alarms, composites, checks, record_check)
+    namespaces = {
+        str(variable["Value"])
+        for task in _of_type(resources, "AWS::ECS::TaskDefinition").values()
+        for container in task.get("ContainerDefinitions", [])
+        for variable in container.get("Environment", [])
+        if variable.get("Name") == "AWS_EMF_NAMESPACE"
+    }
+    if len(namespaces) > 1:
+        raise TemplateError(f"{region}: one stack's containers publish to several namespaces {namespaces}")
+    return RegionControl(
+        region,
+        _fleets(resources),
+        alarms,
+        composites,
+        checks,
+        record_check,
+        tuple(parameters),
+        next(iter(namespaces), ""),
+    )
+
+
+def _routing_names(orchestrator_config: str, stacks: list[RegionControl]) -> dict[str, RegionControl]:
+    """Each serving stack under the orchestrator target whose health-check parameter it writes: a cell's
+    stack is found by what it publishes, not by how its stack is named."""
+    from orchestrator.routing.config import parse_config
+
+    by_parameter = {p: stack for stack in stacks for p in stack.parameters}
+    found: dict[str, RegionControl] = {}
+    for target in parse_config(orchestrator_config).regions:
+        stack = by_parameter.get(target.health_check_parameter)
+        if stack is None:
+            raise TemplateError(
+                f"no serving template writes {target.health_check_parameter} (routing target {target.name})"
+            )
+        found[target.name] = replace(stack, name=target.name)
+    return found
 
 
 def read_deployment(assembly: Path) -> Deployment:
     manifest = json.loads((assembly / "manifest.json").read_text())
-    regions: dict[str, RegionControl] = {}
+    stacks: list[RegionControl] = []
     orchestrator = None
     home = "us-east-1"
     schedule = "rate(1 minute)"
@@ -435,9 +484,9 @@ def read_deployment(assembly: Path) -> Deployment:
             for rule in _of_type(resources, "AWS::Events::Rule").values():
                 schedule = rule.get("ScheduleExpression", schedule)
         if _of_type(resources, "AWS::ECS::CapacityProvider"):
-            regions[region] = read_region(region, template)
+            stacks.append(read_region(region, template))
     if orchestrator is None:
         raise TemplateError(f"{assembly}: no traffic orchestrator function in any template")
     if schedule != "rate(1 minute)":
         raise TemplateError(f"the orchestrator runs on {schedule}; the twin models rate(1 minute) only")
-    return Deployment(regions, orchestrator, home, schedule, assembly)
+    return Deployment(_routing_names(orchestrator, stacks), orchestrator, home, schedule, assembly)

@@ -1,5 +1,7 @@
 """Pass or fail: the SLO outside the grace the faults allow, and the properties the whole system owes
-whatever happens (README "Game day", "Verdict")."""
+whatever happens (README "Game day", "Verdict"). The SLO, weight steps and task drops are judged per region
+(its cells added up); a drain, a down target's way out of DNS and the wait for hosts per routing target too,
+so a cell drained while it serves fails like a region would."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from dataclasses import dataclass
 
 from gameday.loop import Minute
 from gameday.scenario import CapacityShortage, RegionDown, Scenario
+from settings.cells import region_of
 
 GRACE_MINUTES = 15  # after a fault starts or ends: the survivors hold the SLO within this
 DRAIN_MINUTES = 5  # a region down is out of Route 53's answers within this
@@ -41,7 +44,8 @@ def _excused(scenario: Scenario, region: str, minute: int) -> bool:
             return True
         if fault.until is not None and fault.until <= minute < fault.until + GRACE_MINUTES:
             return True
-        if isinstance(fault, RegionDown) and fault.region == region and fault.active(minute):
+        # A region is excused while it, or one of its cells, is down: requests sent there are lost.
+        if isinstance(fault, RegionDown) and region_of(fault.region) == region and fault.active(minute):
             return True
     return False
 
@@ -75,7 +79,11 @@ def judge(
                 f"(first at minute {missed[0]})"
             )
 
+    def drained(before, row) -> bool:
+        return row.weight <= floor < before.weight or (before.healthy and not row.healthy)
+
     for previous, current in itertools.pairwise(minutes):
+        reported: set[str] = set()
         for region, row in current.regions.items():
             before = previous.regions[region]
             step = gain_step if row.weight > before.weight else drop_step
@@ -84,18 +92,36 @@ def judge(
                     f"{region}: weight moved {before.weight} -> {row.weight} in minute {current.minute}, "
                     f"more than its step {step}"
                 )
-            drained = row.weight <= floor < before.weight or (before.healthy and not row.healthy)
             share = row.tasks / row.targets if row.targets else 0.0
-            if drained and not row.down and share >= SERVING_SHARE_NOT_DRAINED:
+            if drained(before, row) and not row.down and share >= SERVING_SHARE_NOT_DRAINED:
+                reported.add(region)
                 violations.append(
                     f"{region}: drained in minute {current.minute} while {share:.0%} of its targets served"
                 )
-            fleets = len(row.waiting) or 1  # one task a fleet is the smallest step there is
+            # One task a fleet is the smallest step there is (each cell's fleets scale on their own).
+            fleets = row.fleets or len(row.waiting) or 1
             if row.stopped_share > TASK_DROP_SHARE and row.stopped > fleets and not row.down:
                 violations.append(
                     f"{region}: minute {current.minute} stopped {row.stopped_share:.0%} of its serving tasks"
                 )
+        for name, row in current.cells.items():  # the cells of regions of several, drained inside them
+            before = previous.cells.get(name)
+            if before is None or name in current.regions or region_of(name) in reported:
+                continue
+            share = row.tasks / row.targets if row.targets else 0.0
+            if drained(before, row) and not row.down and share >= SERVING_SHARE_NOT_DRAINED:
+                violations.append(
+                    f"{name}: drained in minute {current.minute} while {share:.0%} of its targets served"
+                )
 
+    def row_of(minute: Minute, name: str):
+        """A routing target's row, or a region's (its cells added up)."""
+        return minute.cells[name] if name in minute.cells else minute.regions[name]
+
+    initial = dict(initial_weights)
+    for name, weight in initial_weights.items():
+        if region_of(name) != name:
+            initial[region_of(name)] = initial.get(region_of(name), 0) + weight
     for fault in scenario.faults:
         if isinstance(fault, RegionDown):
             end = fault.until if fault.until is not None else len(minutes)
@@ -103,7 +129,7 @@ def judge(
             late = [
                 m.minute
                 for m in minutes
-                if deadline <= m.minute < end and m.regions[fault.region].answer_share > 0.01
+                if deadline <= m.minute < end and row_of(m, fault.region).answer_share > 0.01
             ]
             if late:
                 violations.append(
@@ -111,19 +137,21 @@ def judge(
                     f"{DRAIN_MINUTES}-minute deadline (minute {late[0]})"
                 )
             if fault.until is not None and minutes:
-                last = minutes[-1].regions[fault.region].weight
-                if last < initial_weights.get(fault.region, 0) / 2:
+                last = row_of(minutes[-1], fault.region).weight
+                if last < initial.get(fault.region, 0) / 2:
                     violations.append(f"{fault.region}: not back after the outage (weight {last} at the end)")
 
     shortages = [f for f in scenario.faults if isinstance(f, CapacityShortage)]
     waits: dict[tuple[str, str], int] = {}
     reported: set[tuple[str, str]] = set()
     for m in minutes:
-        for region, row in m.regions.items():
+        for region, row in (m.cells or m.regions).items():  # per cell: each cell's fleets wait on their own
             for instance_type, waiting in row.waiting.items():
                 key = (region, instance_type)
                 short = any(
-                    f.region == region and f.instance_type == instance_type and f.active(m.minute)
+                    f.region in (region, region_of(region))
+                    and f.instance_type == instance_type
+                    and f.active(m.minute)
                     for f in shortages
                 )
                 waits[key] = waits.get(key, 0) + 1 if waiting and not short else 0

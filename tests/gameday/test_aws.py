@@ -27,7 +27,7 @@ def deployment():
 
 @pytest.fixture
 def orchestrator(deployment):
-    composites = {name: [c.name for c in region.composites] for name, region in deployment.regions.items()}
+    composites = {name: [c.name for c in region.composites] for name, region in deployment.cells.items()}
     with Orchestrator(deployment.orchestrator_config, deployment.home_region, composites) as instance:
         yield instance
 
@@ -52,11 +52,11 @@ def test_the_handlers_own_clock_is_the_simulated_one(orchestrator):
     """The handler ends a pin 7 days after it was written; moto stamps the parameter with the real clock
     (years before the simulated one), so on the simulated clock the pin has expired, on the real one it
     would still hold."""
-    pin = Override({"us-east-1": 0}, NOW + timedelta(minutes=5), "patching")
+    pin = Override({"us-east-1/2": 0}, NOW + timedelta(minutes=5), "patching")
     ssm = orchestrator.client("ssm", orchestrator.home)
     ssm.put_parameter(Name=orchestrator.config.override_parameter, Value=pin.to_json(), Type="String")
     answer = orchestrator.run(NOW)
-    assert answer["weights"]["us-east-1"] != 0
+    assert answer["weights"]["us-east-1/2"] != 0  # pins name cells
     assert datetime.now(UTC) + timedelta(days=7) < NOW  # the premise: the simulated day is far ahead
 
 
@@ -81,9 +81,45 @@ def test_api_errors_fail_the_handlers_calls_not_the_twins(orchestrator):
 
 
 def test_nothing_outlives_the_run(deployment):
+    from moto.cloudwatch.models import CloudWatchBackend
+
+    read = CloudWatchBackend.get_metric_data
     before = dict(os.environ)
     with Orchestrator(deployment.orchestrator_config, deployment.home_region, {}) as instance:
         instance.run(NOW)
     assert dict(os.environ) == before
     assert lambda_handler.datetime is datetime
+    assert CloudWatchBackend.get_metric_data is read  # the namespace filter is the run's only
     assert lambda_handler.logger.registered_handler.stream is sys.stdout
+
+
+def test_each_cell_reads_its_own_namespace(orchestrator):
+    """us-east-1's two cells publish the same metric names and dimensions, each to its own namespace, in
+    the same AWS region: the handler's read of a cell sees that cell's minute only (moto alone would sum
+    the region's cells, see gameday/aws.py)."""
+    from gameday.metrics import datapoints
+    from orchestrator.routing.signals import minute_to_read, read_signals
+
+    minute = minute_to_read(NOW)
+    slow = {"us-east-1/1": 0.3, "us-east-1/2": 0.0}
+    hosts = {"us-east-1/1": 10.0, "us-east-1/2": 30.0}
+    for cell in slow:
+        raw = {
+            "served_requests": 6000.0,
+            "requests": 6000.0,
+            "slow_share": slow[cell],
+            "error_share": 0.0,
+            "reporting_hosts": hosts[cell],
+            "in_flight": 100.0,
+            "slots": hosts[cell] * 64,
+        }
+        data = datapoints(raw, minute, orchestrator.config.model_name)
+        orchestrator.publish(cell, orchestrator.namespace(cell), data)
+    assert orchestrator.namespace("us-east-1/2") == "LLMServing/cell2"
+    targets = {target.name: target for target in orchestrator.config.regions}
+    cloudwatch = orchestrator.client("cloudwatch", "us-east-1")
+    for cell in slow:
+        signals = read_signals(cloudwatch, orchestrator.config, targets[cell], NOW)
+        assert signals is not None
+        assert signals.slow_first_token_share == pytest.approx(slow[cell])
+        assert signals.healthy_hosts == hosts[cell]

@@ -20,7 +20,7 @@ traffic:
 """
 
 CASES = [
-    (GOOD.replace("minutes: 30", "minutes: 0"), ":3: minutes: Input should be greater than or equal to 1"),
+    (GOOD.replace("minutes: 30", "minutes: 0"), ":3: minutes: must be greater than or equal to 1, got 0"),
     (GOOD.replace('-07:00"', '"'), ":2: start: needs an offset"),
     (GOOD.replace("[[0, 900], [20, 2500]]", "[[20, 900], [0, 2500]]"), ":4: traffic: us-east-1: the points"),
     (GOOD + "faults:\n  - {kind: region_gone, region: us-east-1, at: 3}\n", ":7: faults[0]"),
@@ -55,6 +55,20 @@ def test_a_bad_scenario_names_file_line_and_key(tmp_path, text, message):
             "at: 0}\n",
             "instance_type: us-east-2 has no trn2.48xlarge fleet",
         ),
+        # us-east-1 runs 2 cells in this config, us-west-2 one: a fault names a region or a real cell.
+        (
+            "faults:\n  - {kind: region_down, region: us-east-1/3, at: 0}\n",
+            ":7: faults[0].region: not a region or cell of",
+        ),
+        (
+            "faults:\n  - {kind: engine_deaths, region: us-west-2/1, share: 0.1, at: 0}\n",
+            ":7: faults[0].region: not a region or cell of",
+        ),
+        (
+            "faults:\n  - {kind: capacity_shortage, region: us-east-1/2, instance_type: trn2.48xlarge, "
+            "at: 0}\n",
+            "instance_type: us-east-1/2 has no trn2.48xlarge fleet",
+        ),
     ],
 )
 def test_a_scenario_that_does_not_fit_its_config_exits_2(tmp_path, capsys, extra, message):
@@ -74,3 +88,13 @@ def test_traffic_is_linear_between_points_and_flat_beyond(tmp_path):
     assert scenario.offered("us-east-1", 10) == pytest.approx(1700)
     assert scenario.offered("us-east-1", 25) == 2500
     assert scenario.offered("us-west-2", 5) == 0
+
+
+def test_a_fault_may_name_a_cell_of_a_region_of_several(tmp_path):
+    from gameday.run import check_against_config
+    from settings import load_settings
+
+    path = tmp_path / "ok.yaml"
+    path.write_text(GOOD + "faults:\n  - {kind: region_down, region: us-east-1/2, at: 0, until: 5}\n")
+    scenario, document, config = load_scenario(path)
+    check_against_config(scenario, document, load_settings(config), config)  # raises on a problem

@@ -30,6 +30,10 @@ def series(run, region: str, field: str) -> list[float]:
     return [getattr(minute.regions[region], field) for minute in run.minutes]
 
 
+def cell_series(run, cell: str, field: str) -> list[float]:
+    return [getattr(minute.cells[cell], field) for minute in run.minutes]
+
+
 def test_prime_day_holds_the_slo_all_day(tmp_path_factory):
     run = result("prime-day", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
@@ -50,6 +54,15 @@ def test_region_loss_at_peak_moves_traffic_off_within_5_minutes_and_back(tmp_pat
     assert series(run, "us-east-1", "weight")[-1] >= 25
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="with us-east-1 in 2 cells of 8-15 tasks at everyday bounds, the orchestrator re-splits the "
+    "region's weight over its cells by spare slots every run, undamped (orchestrator/routing/cells.py, "
+    "split_region): a cell's weight moves 5-6 points a minute (about 40% of its traffic), load follows a "
+    "minute later, one cell tips past its cliff, is drained and hands its whole weight to its sibling in one "
+    "run, which tips in turn; the two swing from minute 80 to the end (95 SLO minutes, 173 k lost). The same "
+    "scenario with us-east-1 as one cell passes (0 SLO minutes, 0 lost)",
+)
 def test_unplanned_surge_adds_hosts_in_steps_minutes_apart(tmp_path_factory):
     run = result("unplanned-surge", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
@@ -59,12 +72,6 @@ def test_unplanned_surge_adds_hosts_in_steps_minutes_apart(tmp_path_factory):
     assert max(b - a for a, b in itertools.pairwise(steps)) < 20
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after the reliability fixes 10% dead engines still drain the region: their requests fail for the "
-    "3 minutes the HTTP target group takes to mark them unhealthy, which is 2 of 2 minutes above the 1% "
-    "routing error alarm that both the region's Route 53 health check and the region-unfit composite follow",
-)
 def test_engine_deaths_take_hosts_out_of_rotation_not_the_region(tmp_path_factory):
     run = result("engine-deaths", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
@@ -74,6 +81,87 @@ def test_engine_deaths_take_hosts_out_of_rotation_not_the_region(tmp_path_factor
     assert tasks[-1] >= tasks[fault.at - 1]  # and were replaced
     assert min(series(run, "us-west-2", "weight")[fault.at :]) > 5
     assert all(series(run, "us-west-2", "healthy"))
+    # The HTTP target group (10 s x 5 checks) takes the dead targets out within the minute they die: one
+    # minute of errors, not the two in a row the 1% error alarms need.
+    errors = series(run, "us-west-2", "error_share")
+    assert errors[fault.at] > 0.05 and max(errors[fault.at + 1 :]) == 0
+
+
+def test_engine_deaths_drain_the_region_when_its_target_group_takes_3_minutes_to_see_them(tmp_path):
+    """The engine-deaths pass rests on the HTTP target group's health check in the template (10 s x 5):
+    with the 36 s x 5 it had before, the dead engines' requests fail for 3 minutes, two in a row above the
+    1% error alarms, and the region's Route 53 check fails. Same scenario, one template value changed."""
+    import shutil
+
+    from gameday.loop import Twin
+    from gameday.scenario import load_scenario
+    from gameday.templates import read_deployment, synthesize
+    from settings import load_settings
+
+    path = tmp_path / "short.yaml"
+    path.write_text(
+        (SCENARIOS / "engine-deaths.yaml")
+        .read_text()
+        .replace("minutes: 90", "minutes: 15")
+        .replace("../../config", str(REPO / "config"))
+        .replace("at: 20", "at: 3")
+    )
+    scenario, _, config = load_scenario(path)
+    settings = load_settings(config)
+    assembly = synthesize(config)
+    slow = tmp_path / "cdk.out"
+    shutil.copytree(assembly, slow, ignore=shutil.ignore_patterns("asset.*"))
+    template_path = slow / "shopping-assistant-us-west-2.template.json"
+    template = json.loads(template_path.read_text())
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup":
+            resource["Properties"]["HealthCheckIntervalSeconds"] = 36
+    template_path.write_text(json.dumps(template))
+
+    def healthy(deployment_path: Path) -> list[bool]:
+        minutes = Twin(scenario, settings, read_deployment(deployment_path)).run()
+        return [minute.regions["us-west-2"].healthy for minute in minutes]
+
+    assert all(healthy(assembly))
+    assert not all(healthy(slow))
+
+
+def test_a_cell_down_leaves_dns_alone_and_its_region_keeps_serving(tmp_path_factory):
+    """us-east-1 runs two cells: with us-east-1/2 down for an hour at the peak, that cell's record leaves
+    Route 53's answers within 5 minutes, while us-east-1 stays in them, healthy and far above the floor,
+    its other cell serving within the SLO throughout; the cell's weight comes back afterwards."""
+    run = result("cell-loss-at-peak", tmp_path_factory)
+    assert run.summary.verdict == "pass", run.summary.violations
+    fault = run.scenario.faults[0]
+    assert fault.region == "us-east-1/2"
+    down = cell_series(run, "us-east-1/2", "answer_share")
+    assert max(down[fault.at + 5 : fault.until]) < 0.01
+    assert all(cell_series(run, "us-east-1/2", "down")[fault.at : fault.until])
+    # The region: never drained, never unhealthy, never out of the answers.
+    assert all(series(run, "us-east-1", "healthy"))
+    assert min(series(run, "us-east-1", "weight")) > 20
+    assert min(series(run, "us-east-1", "answer_share")) > 0.1
+    assert not any(series(run, "us-east-1", "down"))
+    # Its other cell took the weight and served it, inside the SLO, every minute.
+    alive = "us-east-1/1"
+    assert all(cell_series(run, alive, "healthy"))
+    window = slice(fault.at + 5, fault.until)
+    region_weight = series(run, "us-east-1", "weight")[window]
+    assert (
+        min(c / r for c, r in zip(cell_series(run, alive, "weight")[window], region_weight, strict=True))
+        > 0.75
+    )
+    assert max(cell_series(run, alive, "error_share")) == 0
+    assert max(cell_series(run, alive, "ttft_p99_ms")) <= 1000
+    assert series(run, "us-east-1", "served_rps")[fault.until - 1] > 1000
+    # The region's rows are its cells' added up.
+    for minute in run.minutes[fault.at : fault.at + 10]:
+        cells = [minute.cells["us-east-1/1"], minute.cells["us-east-1/2"]]
+        region = minute.regions["us-east-1"]
+        assert region.weight == sum(c.weight for c in cells)
+        assert region.offered_rps == pytest.approx(sum(c.offered_rps for c in cells))
+        assert region.tasks == sum(c.tasks for c in cells)
+    assert cell_series(run, "us-east-1/2", "weight")[-1] >= 25 / 2
 
 
 def test_orchestrator_faults_never_overstep_or_drain(tmp_path_factory):
@@ -107,6 +195,29 @@ def test_json_output_is_one_object_per_minute_then_the_summary(tmp_path, capsys)
     keys = {"offered_rps", "served_rps", "shed_rps", "weight", "hosts", "tasks", "ttft_p99_ms", "error_share"}
     assert all(set(region) == keys for line in lines[:-1] for region in line["regions"].values())
     assert any("engine_deaths" in event for event in lines[2]["events"])
+    assert all("cells" not in line for line in lines[:-1])  # the documented format, unless asked
     summary = lines[-1]["summary"]
     assert set(summary) == {"verdict", "violations", "slo_minutes_violated", "requests_lost"}
     assert status == (0 if summary["verdict"] == "pass" else 1)
+
+
+def test_json_with_cells_adds_each_routing_targets_minute(tmp_path, capsys):
+    path = tmp_path / "short.yaml"
+    path.write_text(
+        (SCENARIOS / "cell-loss-at-peak.yaml")
+        .read_text()
+        .replace("minutes: 150", "minutes: 4")
+        .replace("../../config", str(REPO / "config"))
+        .replace("at: 45, until: 105", "at: 1, until: 3")
+    )
+    main([str(path), "--json", "--cells", "--png", str(tmp_path / "short.png")])
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:-1]
+    keys = {"offered_rps", "served_rps", "shed_rps", "weight", "hosts", "tasks", "ttft_p99_ms", "error_share"}
+    for line in lines:
+        assert set(line["regions"]) == {"us-east-1", "us-west-2", "us-east-2"}
+        assert set(line["cells"]) == {"us-east-1/1", "us-east-1/2", "us-west-2", "us-east-2"}
+        assert all(set(cell) == keys for cell in line["cells"].values())
+        cells = [line["cells"]["us-east-1/1"], line["cells"]["us-east-1/2"]]
+        assert line["regions"]["us-east-1"]["hosts"] == sum(c["hosts"] for c in cells)
+    assert lines[1]["cells"]["us-east-1/2"]["served_rps"] == 0  # down from minute 1
+    assert lines[1]["cells"]["us-east-1/1"]["served_rps"] > 0

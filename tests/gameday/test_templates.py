@@ -25,12 +25,13 @@ def assembly() -> Path:
     return synthesize(REPO / "config" / "prime-day.yaml")
 
 
-def edited(assembly: Path, tmp_path: Path, edit) -> Path:
-    """A copy of the assembly with `edit(resources)` applied to the region's template."""
+def edited(assembly: Path, tmp_path: Path, edit, stack: str = REGION) -> Path:
+    """A copy of the assembly with `edit(resources)` applied to one stack's template (the region's, or a
+    cell's: `us-east-1-cell2`)."""
     copy = tmp_path / "cdk.out"
     copy.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(assembly, copy, ignore=shutil.ignore_patterns("asset.*"))
-    path = copy / f"shopping-assistant-{REGION}.template.json"
+    path = copy / f"shopping-assistant-{stack}.template.json"
     template = json.loads(path.read_text())
     edit(template["Resources"])
     path.write_text(json.dumps(template))
@@ -45,7 +46,7 @@ def set_all(resources, kind: str, setter) -> None:
 
 def launches_under_surge(assembly: Path) -> list[int]:
     """Minutes at which the inf2 fleet launched hosts, its tasks' in-flight gauge 10% above the target."""
-    fleet = read_deployment(assembly).regions[REGION].fleets[0]
+    fleet = read_deployment(assembly).cells[REGION].fleets[0]
     state = FleetState.steady(fleet, PEAK, fleet.bounds_at(PEAK)[2])
     minutes = []
     for minute in range(90):
@@ -59,11 +60,13 @@ def launches_under_surge(assembly: Path) -> list[int]:
 
 
 def test_the_read_parameters_are_the_templates(assembly):
-    region = read_deployment(assembly).regions[REGION]
+    region = read_deployment(assembly).cells[REGION]
     inf2 = region.fleets[0]
     assert inf2.instance_type == "inf2.48xlarge"
     assert inf2.tracking.metric == "RequestsInFlight" and inf2.tracking.target == 72
-    assert inf2.bounds_at(PEAK) == (97, 183, 97, 146)  # the event's raise in force at the peak
+    # The event's raise in force at the peak (config/prime-day.yaml: 117-176 hosts), the group's maximum
+    # with the rolling deploy's 25% surge.
+    assert inf2.bounds_at(PEAK) == (117, 220, 117, 176)
     assert {c.kind for c in region.health_checks.values()} == {"CLOUDWATCH_METRIC", "CALCULATED"}
     assert region.record_check in region.health_checks
 
@@ -95,7 +98,7 @@ def test_an_alarm_needing_more_datapoints_in_the_template_fires_later(assembly, 
     def slow_alarm(region):
         return next(a for a in region.alarms.values() if a.metrics == ("SlowFirstToken",))
 
-    original = slow_alarm(read_deployment(assembly).regions[REGION])
+    original = slow_alarm(read_deployment(assembly).cells[REGION])
 
     def five_of_five(resources):
         set_all(
@@ -108,7 +111,7 @@ def test_an_alarm_needing_more_datapoints_in_the_template_fires_later(assembly, 
             ),
         )
 
-    changed = slow_alarm(read_deployment(edited(assembly, tmp_path, five_of_five)).regions[REGION])
+    changed = slow_alarm(read_deployment(edited(assembly, tmp_path, five_of_five)).cells[REGION])
     bad_minutes = [0.0, 0.0, 0.2, 0.2, 0.2]
     assert alarms.evaluate(original, bad_minutes, alarms.OK) == alarms.ALARM
     assert alarms.evaluate(changed, bad_minutes, alarms.OK) == alarms.OK
@@ -116,7 +119,7 @@ def test_an_alarm_needing_more_datapoints_in_the_template_fires_later(assembly, 
 
 
 def test_composite_rules_and_calculated_health_checks(assembly):
-    region = read_deployment(assembly).regions[REGION]
+    region = read_deployment(assembly).cells[REGION]
     degraded = region.composites[0]
     states = dict.fromkeys(region.alarms, alarms.OK)
     assert alarms.composite_states(region.composites, states)[degraded.logical_id] == alarms.OK
@@ -134,9 +137,52 @@ def test_composite_rules_and_calculated_health_checks(assembly):
 
 
 def test_missing_data_is_treated_as_the_alarm_says(assembly):
-    region = read_deployment(assembly).regions[REGION]
+    region = read_deployment(assembly).cells[REGION]
     no_targets = next(a for a in region.alarms.values() if "NoHealthyTargets" in a.logical_id)
     assert no_targets.treat_missing == "breaching"
     assert alarms.evaluate(no_targets, [None, None, None], alarms.OK) == alarms.ALARM
     slow = next(a for a in region.alarms.values() if a.metrics == ("SlowFirstToken",))
     assert alarms.evaluate(slow, [None, None], alarms.ALARM) == alarms.OK  # notBreaching
+
+
+def test_a_region_of_two_cells_is_two_stacks_each_read_on_its_own(assembly):
+    """config/prime-day.yaml runs us-east-1 in 2 cells: each is its own stack (the first keeps the region's
+    name), found under its routing name by the parameters it writes, with half the region's hosts, its own
+    health check, composites and metrics namespace."""
+    deployment = read_deployment(assembly)
+    assert list(deployment.cells) == ["us-east-1/1", "us-east-1/2", "us-west-2", "us-east-2"]
+    first, second = deployment.cells["us-east-1/1"], deployment.cells["us-east-1/2"]
+    assert first.region == second.region == "us-east-1"
+    assert any(p.endswith("/us-east-1/cell2/routing-health-check") for p in second.parameters)
+    # The event's us-east-1 bounds (inf2 210-315) split over the cells, the first taking the odd host.
+    assert [f.bounds_at(PEAK)[2:] for f in (first.fleets[0], second.fleets[0])] == [(105, 158), (105, 157)]
+    assert (first.metrics_namespace, second.metrics_namespace) == ("LLMServing/cell1", "LLMServing/cell2")
+    assert deployment.cells["us-west-2"].metrics_namespace == "LLMServing"
+    assert {c.name for c in second.composites} == {
+        "shopping-assistant-us-east-1-cell2-region-degraded",
+        "shopping-assistant-us-east-1-cell2-region-unfit",
+    }
+    tracking = second.fleets[0].tracking
+    assert tracking is not None and tracking.namespace == "LLMServing/cell2"
+
+
+def test_an_alarm_reading_another_namespace_than_its_cells_hosts_sees_no_data(assembly, tmp_path):
+    """Each cell's hosts publish to their own namespace: an alarm of cell 2 pointed at the region's
+    namespace watches nothing the twin (or AWS) would put there, so it never fires."""
+    from gameday.loop import CellTwin
+
+    def region_namespace(resources):
+        set_all(
+            resources,
+            "AWS::CloudWatch::Alarm",
+            lambda p: p.update(Namespace="LLMServing") if p.get("MetricName") == "RequestFailed" else None,
+        )
+
+    def error_key(deployment):
+        cell = deployment.cells["us-east-1/2"]
+        alarm = next(a for a in cell.alarms.values() if a.metrics == ("RequestFailed",))
+        return CellTwin(cell, None, {}, {}).alarm_key(alarm)  # type: ignore[arg-type]
+
+    assert error_key(read_deployment(assembly)) == "error_share"
+    changed = read_deployment(edited(assembly, tmp_path, region_namespace, stack="us-east-1-cell2"))
+    assert error_key(changed) is None
