@@ -166,7 +166,14 @@ class StreamingClient:
                     self.client.stop_stream(cancel_requests=True)
                     break
             else:
-                response, error = self._responses.get(timeout=timeout_s)
+                try:
+                    response, error = self._responses.get(timeout=timeout_s)
+                except queue.Empty:
+                    # Cancel what the server still holds: closing a stream otherwise waits for its end,
+                    # which a hung server never sends.
+                    self.client.stop_stream(cancel_requests=True)
+                    result.error = f"no response within {timeout_s:g} s"
+                    break
             if error is not None:
                 result.error = error.message() if isinstance(error, InferenceServerException) else str(error)
                 result.status = error.status() if isinstance(error, InferenceServerException) else None

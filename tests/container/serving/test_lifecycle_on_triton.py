@@ -90,6 +90,17 @@ def out_of_rotation_within(server: TritonServer, seconds: float) -> tuple[float 
     return http_s, grpc_s
 
 
+def stays_out_until_exit(server: TritonServer, timeout_s: float = 90.0) -> bool:
+    """True when neither readiness comes back before the server exits (a model unload passes through
+    not-ready for a moment; what matters is that the host stays out)."""
+    deadline = time.monotonic() + timeout_s
+    while server.process.poll() is None and time.monotonic() < deadline:
+        if http_server_ready(server) or grpc_server_ready(server):
+            return False
+        time.sleep(0.5)
+    return server.process.poll() is not None
+
+
 def exits_leaving_nothing(server: TritonServer, timeout_s: float = 90.0) -> list[int] | bool:
     """Wait for Triton to exit by itself, then for its process group to empty (the guard gets a few seconds
     to act); True, or what is left."""
@@ -122,6 +133,7 @@ def test_a_killed_engine_core_takes_the_server_out_of_rotation_and_leaves_nothin
         http_s, grpc_s = out_of_rotation_within(server, 30)
         assert http_s is not None, "HTTP /v2/health/ready stayed ready for 30 s with a dead engine"
         assert grpc_s is not None, "gRPC ServerReady stayed ready for 30 s with a dead engine"
+        assert stays_out_until_exit(server), "the server answered ready again with a dead engine"
         leftovers = exits_leaving_nothing(server)
         # The ALB's gRPC check sees only a status code (ServerReady answers OK with ready=false): the
         # target fails it once the server stops listening, which must leave the check time within a minute.
@@ -176,6 +188,7 @@ def test_a_stalled_engine_takes_the_server_out_of_rotation_and_fails_its_streams
         for thread in streams:
             thread.join(timeout=60)
         assert http_s is not None and grpc_s is not None, "a stalled engine left the server ready"
+        assert stays_out_until_exit(server), "the server answered ready again with a stalled engine"
         assert waiting.error is not None and "unavailable" in waiting.error, waiting.error
         assert len(results) == 2 and all(result.error for result in results), "streams hung on the stall"
         leftovers = exits_leaving_nothing(server)
