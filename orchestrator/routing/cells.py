@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .policy import (
+    DEADBAND,
     Decision,
     PolicyParams,
     RegionDecision,
@@ -27,6 +28,7 @@ from .policy import (
     decide,
     remember,
     summarize,
+    utilization,
 )
 
 
@@ -129,7 +131,7 @@ def split_region(
         if sum(held.values()) > total:
             held = apportion(total, {n: float(w) for n, w in held.items()})
         spare = {n: signals[n].spare_slots for n in takers}  # type: ignore[union-attr]
-        weights = {**held, **apportion(total - sum(held.values()), spare)}
+        weights = {**held, **_damped_split(total - sum(held.values()), takers, current, signals)}
         for name in takers:
             spare_total = sum(spare.values())
             if spare_total > 0 and status[name] is Status.HEALTHY:
@@ -139,6 +141,35 @@ def split_region(
         for name in names
     ]
     return {name: weights[name] for name in names}, new_memory, decisions
+
+
+def _damped_split(
+    total: int,
+    takers: Sequence[str],
+    current: Mapping[str, int],
+    signals: Mapping[str, RegionSignals | None],
+) -> dict[str, int]:
+    """`total` over the cells that take weight: toward their spare slots, damped as regions are.
+
+    A cell's requests follow its weight, so its spare slots follow the split: taking the whole gap every
+    run swaps two cells near their cliff between all and nothing each minute (the game day's unplanned
+    surge). As in the region policy (`policy._rebalance`), each run moves (1-u)/2 of the way from the
+    current split to the spare-slot split (u: the cells' utilization), and a cell within DEADBAND of its
+    target keeps its share."""
+    taking = {n: signals[n] for n in takers if signals.get(n) is not None}
+    spare = {n: s.spare_slots for n, s in taking.items()}  # type: ignore[union-attr]
+    targets = apportion(total, spare)
+    held = sum(current.get(n, 0) for n in takers)
+    if held <= 0 or sum(spare.values()) <= 0:
+        return targets
+    damping = (1.0 - utilization(taking)) / 2  # type: ignore[arg-type]
+    wanted: dict[str, float] = {}
+    for name in takers:
+        scaled = current.get(name, 0) * total / held
+        target = targets.get(name, scaled)
+        moved = scaled + damping * (target - scaled)
+        wanted[name] = moved if abs(target - scaled) > DEADBAND and abs(moved - scaled) >= 1 else scaled
+    return apportion(total, wanted)
 
 
 def _drained(
