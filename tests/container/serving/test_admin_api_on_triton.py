@@ -19,7 +19,7 @@ from local.triton_server import TritonServer
 pytestmark = pytest.mark.serving
 
 VICTIM = "passthrough"
-SHORT = {"max_tokens": 8, "ignore_eos": True}
+SHORT = {"max_tokens": 8, "min_tokens": 8}  # ignore_eos is not client-settable on the assistant
 
 
 def http_call(server: TritonServer, method: str, path: str, body: dict | None = None, headers=None):
