@@ -54,17 +54,6 @@ def test_region_loss_at_peak_moves_traffic_off_within_5_minutes_and_back(tmp_pat
     assert series(run, "us-east-1", "weight")[-1] >= 25
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the split between cells is damped now (tests/orchestrator/routing/test_cells.py), and the cells "
-    "no longer swing; what remains is a cascade where scaling meets DNS: at minute 107 target tracking "
-    "scales "
-    "us-east-2 in by 2 tasks (its target, 75% of replica slots in flight, sits past the latency knee the "
-    "planner finds), its slow-first-token share reaches 1.1% for two minutes, its Route 53 health check "
-    "(which follows that alarm, undamped, all or nothing) takes the whole region out of DNS, its load "
-    "overloads the others and their checks fail in turn (minutes 110-137: 33 SLO minutes, 247 k lost). "
-    "Fixing it means a scaling target from the planner's knee and a DNS check on hard failures only",
-)
 def test_unplanned_surge_adds_hosts_in_steps_minutes_apart(tmp_path_factory):
     run = result("unplanned-surge", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
