@@ -334,8 +334,9 @@ def test_at_every_moment_after_deploy_the_bounds_are_the_event_in_its_window_els
 
 def test_scaling_target_is_a_share_of_each_fleets_serving_slots(settings):
     inf2, trn1 = settings.regions["us-east-1"].fleets
-    assert props.target_requests_in_flight(settings, inf2) == 3 * 32 * props.TARGET_BATCH_UTILIZATION
-    assert props.target_requests_in_flight(settings, trn1) == 4 * 32 * props.TARGET_BATCH_UTILIZATION
+    share = props.TARGET_BATCH_UTILIZATION
+    assert props.target_requests_in_flight(settings, inf2) == round(3 * 32 * share, 2)
+    assert props.target_requests_in_flight(settings, trn1) == round(4 * 32 * share, 2)
 
 
 def test_hosts_surge_above_the_service_maximum_by_the_configured_share(settings, overlay):
