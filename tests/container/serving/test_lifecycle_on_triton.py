@@ -217,17 +217,21 @@ def test_a_burst_of_four_times_the_slots_sheds_the_excess_at_once(
     server.start(timeout_s=SERVER_START_TIMEOUT_S)
     slots, burst = 16, 64
     in_flight_key = 'llm_requests_in_flight{model="passthrough",replica="0"}'
+    clients = contextlib.ExitStack()
     try:
         admitted_pool = ThreadPoolExecutor(max_workers=2 * slots)
+        # Every stream opened before any request is sent: opening 32 gRPC streams takes seconds here, and
+        # the first requests would finish before the last arrived.
+        streams = [clients.enter_context(StreamingClient(server.grpc_url)) for _ in range(2 * slots)]
 
         def long_stream(number: int):
-            with StreamingClient(server.grpc_url) as client:
-                return client.ask(
-                    f"fill {number}",
-                    model="passthrough",
-                    sampling={"max_tokens": 400, "ignore_eos": True},
-                    timeout_s=600,
-                )
+            return streams[number].ask(
+                f"fill {number}",
+                model="passthrough",
+                # Long enough to outlast the last stream's arrival and the excess on an idle machine.
+                sampling={"max_tokens": 1500, "ignore_eos": True},
+                timeout_s=600,
+            )
 
         admitted = [admitted_pool.submit(long_stream, number) for number in range(2 * slots)]
         full = wait_for(lambda: read_metrics(server).get(in_flight_key, 0) >= 2 * slots, timeout_s=60)
@@ -278,12 +282,30 @@ def test_a_burst_of_four_times_the_slots_sheds_the_excess_at_once(
         completed = [record for record in emf_lines(server) if record.get("Outcome") == "completed"]
         assert len(completed) == 2 * slots and all(record["Shed"] == 0 for record in completed)
     finally:
+        clients.close()
         server.stop()
+
+
+# Triton 2.51's gRPC frontend sometimes aborts the whole server in a burst of cancelled streams (its log:
+# "API misuse of type GRPC_CALL_ERROR_TOO_MANY_OPERATIONS", then signal 6): an upstream fault of the server
+# this kit tests on, not of the model. Seen once in several runs here; such a run is tried once more.
+TRITON_GRPC_ABORT = "GRPC_CALL_ERROR_TOO_MANY_OPERATIONS"
 
 
 def test_a_stop_after_a_cancellation_burst_is_graceful_and_leaves_nothing(
     demo_assets: DemoAssets, tmp_path: Path
 ) -> None:
+    try:
+        _cancellation_burst_then_stop(demo_assets, tmp_path / "first")
+    except AssertionError:
+        log = (tmp_path / "first" / "tritonserver.log").read_text(errors="replace")
+        if TRITON_GRPC_ABORT not in log:
+            raise
+        _cancellation_burst_then_stop(demo_assets, tmp_path / "second")
+
+
+def _cancellation_burst_then_stop(demo_assets: DemoAssets, tmp_path: Path) -> None:
+    tmp_path.mkdir()
     server = own_server(demo_assets, tmp_path)
     server.start(timeout_s=SERVER_START_TIMEOUT_S)
     try:
