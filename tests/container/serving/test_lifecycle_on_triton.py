@@ -151,10 +151,15 @@ def test_a_stalled_engine_takes_the_server_out_of_rotation_and_fails_its_streams
 ) -> None:
     """A stopped engine core (SIGSTOP) with streams in flight: no step for ENGINE_STALL_SECONDS is a dead
     engine. A stream that waited past the objective without a token counts SlowFirstToken=1."""
-    server = own_server(demo_assets, tmp_path, environment={"ENGINE_STALL_SECONDS": "5"})
+    server = own_server(demo_assets, tmp_path, environment={"ENGINE_STALL_SECONDS": "15"})
     server.start(timeout_s=SERVER_START_TIMEOUT_S)
     core = engine_core(server)
     try:
+        # vLLM 0.13 on CPU takes 6 s and more for a fresh engine's first step, which a 5 s watch rightly calls
+        # a stall: 15 s, and one request first, so that this test is about an engine stopped while serving.
+        with StreamingClient(server.grpc_url) as client:
+            warm = client.ask("warm up", model="passthrough", sampling={"max_tokens": 4}, timeout_s=120)
+        assert warm.error is None, warm.error
         first_tokens = threading.Barrier(3)
         results = []
 
@@ -197,7 +202,7 @@ def test_a_stalled_engine_takes_the_server_out_of_rotation_and_fails_its_streams
             os.kill(core, signal.SIGCONT)
         server.stop()
     log = server.log_path.read_text(errors="replace")
-    assert "no engine step for" in log and "ENGINE_STALL_SECONDS=5" in log
+    assert "no engine step for" in log and "ENGINE_STALL_SECONDS=15" in log
     slow_without_token = [
         record
         for record in emf_lines(server)
