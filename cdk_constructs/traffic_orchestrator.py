@@ -123,43 +123,32 @@ class TrafficOrchestrator(Construct):
         if props.alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(props.alarm_email))
         minute = Duration.minutes(1)
-        self.failing_alarm = cloudwatch.Alarm(
-            self,
+        at_least_once = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+        self.failing_alarm = self._three_of_five(
             "Failing",
-            alarm_description="The traffic orchestrator failed in 3 of the last 5 minutes: weights frozen "
+            "The traffic orchestrator failed in 3 of the last 5 minutes: weights frozen "
             "(Route 53 health checks still fail regions out). Its log has one 'run failed' line per failure.",
-            metric=self.function.metric_errors(period=minute, statistic="Sum"),
-            threshold=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            evaluation_periods=5,
-            datapoints_to_alarm=3,
+            self.function.metric_errors(period=minute, statistic="Sum"),
+            at_least_once,
             # No invocation is the NotRunning alarm's concern.
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        self.throttled_alarm = cloudwatch.Alarm(
-            self,
+        self.throttled_alarm = self._three_of_five(
             "Throttled",
-            alarm_description="Traffic orchestrator runs throttled in 3 of the last 5 minutes: a run took "
+            "Traffic orchestrator runs throttled in 3 of the last 5 minutes: a run took "
             "longer than a minute (one run at a time), so scheduled runs were dropped",
-            metric=self.function.metric_throttles(period=minute, statistic="Sum"),
-            threshold=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            evaluation_periods=5,
-            datapoints_to_alarm=3,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            self.function.metric_throttles(period=minute, statistic="Sum"),
+            at_least_once,
+            cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        self.not_running_alarm = cloudwatch.Alarm(
-            self,
+        self.not_running_alarm = self._three_of_five(
             "NotRunning",
-            alarm_description="The traffic orchestrator was not invoked in 3 of the last 5 minutes (schedule "
+            "The traffic orchestrator was not invoked in 3 of the last 5 minutes (schedule "
             "disabled or deleted, function throttled or removed): weights frozen",
-            metric=self.function.metric_invocations(period=minute, statistic="Sum"),
-            threshold=1,
-            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-            evaluation_periods=5,
-            datapoints_to_alarm=3,
+            self.function.metric_invocations(period=minute, statistic="Sum"),
+            cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
             # No datapoint is no invocation: the very thing this alarm is for.
-            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+            cloudwatch.TreatMissingData.BREACHING,
         )
         self.alarms = (self.failing_alarm, self.throttled_alarm, self.not_running_alarm)
         for alarm in self.alarms:
@@ -178,6 +167,27 @@ class TrafficOrchestrator(Construct):
                     "ArnLike": {"aws:SourceArn": [alarm.alarm_arn for alarm in self.alarms]},
                 },
             )
+        )
+
+    def _three_of_five(
+        self,
+        construct_id: str,
+        description: str,
+        metric: cloudwatch.IMetric,
+        comparison: cloudwatch.ComparisonOperator,
+        missing: cloudwatch.TreatMissingData,
+    ) -> cloudwatch.Alarm:
+        """An alarm on one count per minute against 1, in 3 of the last 5 minutes."""
+        return cloudwatch.Alarm(
+            self,
+            construct_id,
+            alarm_description=description,
+            metric=metric,
+            threshold=1,
+            comparison_operator=comparison,
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
+            treat_missing_data=missing,
         )
 
     def _grant(self, props: OrchestratorProps, stack: Stack) -> None:
