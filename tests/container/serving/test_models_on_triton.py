@@ -135,16 +135,16 @@ def _cancel_after_three_chunks(triton: TritonServer, max_tokens: int) -> tuple[d
         now = read_metrics(triton)
         return now if now[cancelled_key] > before.get(cancelled_key, 0.0) else None
 
-    return before, wait_for(slot_freed, timeout_s=5.0)
+    return before, wait_for(slot_freed, timeout_s=20.0)
 
 
 def test_cancellation_aborts_the_engine_request_and_frees_the_slot(triton: TritonServer) -> None:
     max_tokens = 1_500
     before, after = _cancel_after_three_chunks(triton, max_tokens)
     if after is None:
-        # Triton 2.51's gRPC frontend once, in about ten full runs, never flagged a stream's cancel to the
-        # model (the request ran to its last token with the client gone). One more try tells that race
-        # from a model that ignores cancellation, which fails both.
+        # With both cores saturated, Triton 2.51's gRPC frontend was measured holding a stream's responses
+        # until its last one, so the client's cancel came after the request had ended. One more try tells
+        # that from a model that ignores cancellation, which fails both.
         before, after = _cancel_after_three_chunks(triton, max_tokens)
     assert after is not None, "the server never saw the cancellation"
     assert after[f"llm_requests_in_flight{{{MODEL}}}"] == 0

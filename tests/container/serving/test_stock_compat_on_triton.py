@@ -121,18 +121,36 @@ def test_return_outputs_follow_the_stock_backend(triton: TritonServer) -> None:
     assert len(positions) == 1 and all("logprob" in entry for entry in positions[0].values())
 
 
-def test_a_cancelled_request_ends_with_a_cancelled_outcome(triton: TritonServer) -> None:
-    seen = len([r for r in emf_lines(triton) if r.get("Model") == MODEL and r.get("Outcome") == "cancelled"])
+def _outcomes(triton: TritonServer) -> list[dict]:
+    return [r for r in emf_lines(triton) if r.get("Model") == MODEL and "Outcome" in r]
+
+
+def _cancel_after_two_chunks(triton: TritonServer, max_tokens: int) -> dict | None:
+    """The server's record of a stream the client cancels after two chunks (None if none came in 30 s)."""
+    seen = len(_outcomes(triton))
     with StreamingClient(triton.grpc_url) as client:
-        result = client.ask(
-            "hello", model=MODEL, sampling={"max_tokens": 1_000, "ignore_eos": True}, cancel_after_chunks=2
-        )
+        sampling = {"max_tokens": max_tokens, "ignore_eos": True}
+        result = client.ask("hello", model=MODEL, sampling=sampling, cancel_after_chunks=2)
     assert len(result.chunks) == 2
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        lines = [r for r in emf_lines(triton) if r.get("Model") == MODEL and r.get("Outcome") == "cancelled"]
-        if len(lines) > seen:
-            break
+        records = _outcomes(triton)[seen:]
+        if records:
+            return records[0]
         time.sleep(0.2)
-    assert len(lines) > seen, "the server never recorded the cancellation"
-    assert lines[-1]["RequestFailed"] == 0
+    return None
+
+
+def test_a_cancelled_request_ends_with_a_cancelled_outcome(triton: TritonServer) -> None:
+    max_tokens = 2_000
+    record = _cancel_after_two_chunks(triton, max_tokens)
+    if record is not None and record["Outcome"] == "completed" and record["OutputTokens"] == max_tokens:
+        # With both cores saturated, Triton 2.51's gRPC frontend was measured holding a stream's responses
+        # until its last one: the model sent the first token at 25 ms, the client got it at 4.9 s together
+        # with the final response, so its cancel came after the end. One more try tells that from a model
+        # that ignores cancellation, which fails both.
+        record = _cancel_after_two_chunks(triton, max_tokens)
+    assert record is not None, "the server never recorded the request"
+    assert record["Outcome"] == "cancelled", record
+    assert record["RequestFailed"] == 0
+    assert record["OutputTokens"] < max_tokens
