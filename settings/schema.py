@@ -392,6 +392,10 @@ class ServingConfig(StrictModel):
     min_decode_tokens_per_second: Annotated[float, Field(gt=0)] = 5.0
     prefill_budget_seconds: Annotated[int, Field(ge=1, le=600)] = 30
     shared_memory_mib: Annotated[int, Field(ge=64, le=65536)] = 4096
+    # Requests an engine replica lets wait beyond its max_num_seqs batch slots; past it a request is refused
+    # at once (UNAVAILABLE, counted as Shed) so the client or the ALB's next pick goes to a host with room.
+    # None: the container's default, one more batch (max_num_seqs). 0 refuses whatever finds no free slot.
+    max_queued_per_replica: Annotated[int, Field(ge=0, le=4096)] | None = None
     grpc_port: Annotated[int, Field(ge=1024, le=65535)] = 8001
     http_port: Annotated[int, Field(ge=1024, le=65535)] = 8000
     metrics_port: Annotated[int, Field(ge=1024, le=65535)] = 8002

@@ -169,7 +169,15 @@ def engine_environment(settings: Settings, region: str) -> tuple[tuple[str, str]
         ("METRICS_PORT", str(settings.serving.metrics_port)),
         # The shop's own catalog index, downloaded and checked against its manifest at start.
         ("CATALOG_INDEX_S3_URI", model.catalog_index_uri(root)),
+        *queue_environment(settings),
     )
+
+
+def queue_environment(settings: Settings) -> tuple[tuple[str, str], ...]:
+    """The replica's waiting-request bound, only when config sets one: unset, the container's own default
+    (one more batch of max_num_seqs) holds, and the task definition stays as it was."""
+    bound = settings.serving.max_queued_per_replica
+    return () if bound is None else (("MAX_QUEUED_PER_REPLICA", str(bound)),)
 
 
 def fleet_environment(fleet: FleetConfig) -> tuple[tuple[str, str], ...]:

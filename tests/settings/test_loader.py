@@ -166,6 +166,11 @@ BAD_CONFIGS = [
         id="instance-warmup-beyond-ecs-range",
     ),
     pytest.param(
+        MINIMAL + "serving:\n  max_queued_per_replica: -1\n",
+        ["config.yaml:9", "serving.max_queued_per_replica", "greater than or equal to 0"],
+        id="negative-queue-bound",
+    ),
+    pytest.param(
         MINIMAL.replace("s3://bucket/model/", "bucket/model"),
         ["model.artifacts_s3_uri", "must be an S3 URI"],
         id="artifacts-not-s3",
