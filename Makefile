@@ -142,9 +142,37 @@ bench-plan: venv
 # ---- game day (gameday/) --------------------------------------------------------------------------
 # The whole deployment minute by minute: the config's synthesized templates, the planner's simulator and the
 # real orchestrator on moto. Exit 0 pass, 1 fail, 2 bad scenario; the figure goes to build/gameday/NAME.png.
+GAMEDAY_USAGE := usage: make gameday SCENARIO=scenarios/gameday/NAME.yaml [JSON=1 [CELLS=1]]
+GAMEDAY_COMMAND = $(VENV)/bin/python -m gameday $(SCENARIO) $(if $(JSON),--json) $(if $(CELLS),--cells)
+GAMEDAY_STDOUT := build/gameday/stdout.txt
+# make exits 2 whenever a recipe fails, so no recipe can hand the verdict's 1 to the caller. With GNU make
+# 4.0 or later (for $(file)), `make gameday` alone runs the day while make reads this file, after installing
+# what it needs, and a failed verdict turns on question mode, in which make exits 1 and runs no recipe (GNU
+# make manual, "Running make" > "Summary of Options", -q). Its stdout is kept and printed when the day ends.
+# A dry run (-n), an older make or another goal beside it take the recipe, whose failure make reports as 2.
+GAMEDAY_AT_PARSE := $(and $(filter gameday,$(MAKECMDGOALS)),$(if $(findstring n,$(firstword -$(MAKEFLAGS))),,dry-run-off),$(filter 1,$(words $(MAKECMDGOALS))),$(filter 4.0,$(firstword $(sort $(MAKE_VERSION) 4.0))))
+ifneq ($(GAMEDAY_AT_PARSE),)
+ifeq ($(strip $(SCENARIO)),)
+$(error $(GAMEDAY_USAGE))
+endif
+ifneq ($(shell $(MAKE) -s --no-print-directory venv node >&2; echo $$?),0)
+$(error make gameday: installing the environments failed)
+endif
+GAMEDAY_STATUS := $(shell mkdir -p build/gameday && $(GAMEDAY_COMMAND) > $(GAMEDAY_STDOUT); echo $$?)
+GAMEDAY_PRINTED := $(file <$(GAMEDAY_STDOUT))
+$(if $(GAMEDAY_PRINTED),$(info $(GAMEDAY_PRINTED)))
+ifeq ($(GAMEDAY_STATUS),1)
+MAKEFLAGS += -q
+else ifneq ($(GAMEDAY_STATUS),0)
+$(error game day: exit $(GAMEDAY_STATUS) from $(strip $(GAMEDAY_COMMAND)))
+endif
+gameday:
+	@:
+else
 gameday: venv node
-	@test -n "$(SCENARIO)" || { echo "usage: make gameday SCENARIO=scenarios/gameday/NAME.yaml [JSON=1 [CELLS=1]]" >&2; exit 2; }
-	@$(VENV)/bin/python -m gameday $(SCENARIO) $(if $(JSON),--json) $(if $(CELLS),--cells)
+	@test -n "$(SCENARIO)" || { echo "$(GAMEDAY_USAGE)" >&2; exit 2; }
+	@$(GAMEDAY_COMMAND)
+endif
 
 bench-gameday: venv node
 	$(VENV)/bin/python bench/gameday_speed.py

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -78,3 +79,38 @@ def test_deploy_goes_in_waves_unless_waves_is_zero():
     assert "--all-at-once" not in waves and "--dry-run" not in waves
     (at_once,) = [line for line in recipe("deploy", "WAVES=0", "DRY_RUN=1") if "ops.deploy_waves" in line]
     assert "--all-at-once" in at_once and "--dry-run" in at_once
+
+
+def test_make_gameday_exits_0_on_pass_1_on_fail_and_2_on_a_bad_scenario(tmp_path):
+    """The issue's contract is `make gameday`'s own status, not only `python -m gameday`'s: make reports any
+    failed recipe as 2, so the Makefile runs the day while it reads itself (see its game-day section)."""
+    config = ROOT / "config" / "prime-day.yaml"
+
+    def scenario(name: str, rps: int, minutes: int = 4) -> str:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(
+            f'config: {config}\nstart: "2027-07-08T12:00:00-07:00"\nminutes: {minutes}\n'
+            f"traffic:\n  us-east-1: [[0, {rps}]]\n  us-west-2: [[0, 1500]]\n  us-east-2: [[0, 1000]]\n"
+        )
+        return str(path)
+
+    def make_gameday(path: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["make", "--no-print-directory", "gameday", f"SCENARIO={path}", *extra],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    passed = make_gameday(scenario("steady", 2500), "JSON=1")
+    assert passed.returncode == 0, passed.stderr
+    assert json.loads(passed.stdout.splitlines()[-1])["summary"]["verdict"] == "pass"
+    failed = make_gameday(scenario("flood", 60_000), "JSON=1")
+    assert failed.returncode == 1, failed.stderr
+    assert json.loads(failed.stdout.splitlines()[-1])["summary"]["verdict"] == "fail"
+    bad = make_gameday(scenario("no-minutes", 2500, minutes=0))
+    assert bad.returncode == 2
+    assert "no-minutes.yaml:3: minutes" in bad.stderr
+    usage = subprocess.run(["make", "gameday"], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert usage.returncode == 2 and "usage: make gameday SCENARIO=" in usage.stderr
