@@ -60,7 +60,8 @@ _WHITESPACE = re.compile(r"\s+")
 _AMOUNT = r"(?P<amount>\d{1,3}(?:,\d{3})+|\d{1,7})(?P<cents>\.\d{1,2})?(?![\d,]\d|\.\d)"
 _PRICE_CAP = re.compile(
     r"(?:under|below|less than|cheaper than|at most|up to|max(?:imum)?|<) ?"
-    rf"(?P<sign>[$€£])? ?{_AMOUNT} ?(?P<k>k\b)?(?P<after_sign>[$€£])?"
+    # The amount ends a word, unless a "k" does: "£1,500m" is no cap of £1,500 with a search for "m".
+    rf"(?P<sign>[$€£])? ?{_AMOUNT}(?: ?(?P<k>k\b))?(?![^\W_])(?P<after_sign>[$€£])?"
     r"(?! ?(?:pounds(?! sterling)|lbs?|kg|kilos?|grams?|g\b|oz|ounces|inch|inches|in\b|cm|mm|feet|ft|"
     r"liters?|l\b|hours?|hrs?|minutes?|mins?|days?|years?|people|person|watts?|w\b|mah|gb|tb|hz)\b)"
     r" ?(?P<currency>dollars|usd|bucks|euros?|eur|pounds sterling|quid|gbp)?",

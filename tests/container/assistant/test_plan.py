@@ -4,7 +4,7 @@ import re
 import time
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from assistant.plan import MAX_SEARCH_TERMS, MAX_TOP_K, TOP_K_BY_INTENT, Intent, QueryPlan, plan_query
@@ -105,6 +105,8 @@ def test_search_terms_are_capped() -> None:
 
 
 @given(st.text(max_size=400))
+@example("<£0M")  # found by this property in a full run: the amount cut a word, leaving the search term "m"
+@example("mugs under £1,500m")
 def test_any_text_gives_a_consistent_plan(text: str) -> None:
     plan = plan_query(text)
     assert plan.intent in Intent
