@@ -318,8 +318,11 @@ def test_the_host_gauge_is_written_with_no_request_finishing(triton: TritonServe
     assert record["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["Model"], ["Model", "InstanceType"]]
 
 
-def test_the_host_gauge_sees_streams_in_flight(triton: TritonServer) -> None:
+def _four_streams_and_the_gauge(triton: TritonServer) -> tuple[list[StreamResult], list[dict], float]:
+    """Four 12 s streams at once: their results, the assistant's gauge lines that counted all four, and the
+    most requests the model itself held at once (its Prometheus gauge, sampled every half second)."""
     started_ms = int(time.time() * 1000)
+    in_flight_key = f"llm_requests_in_flight{{{MODEL}}}"
 
     def stream() -> StreamResult:
         with StreamingClient(triton.grpc_url) as client:
@@ -336,16 +339,27 @@ def test_the_host_gauge_sees_streams_in_flight(triton: TritonServer) -> None:
             and record["RequestsInFlight"] == 4
         ]
 
+    held = 0.0
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = [pool.submit(stream) for _ in range(4)]
-        # Slack for a session server still finishing an earlier test's streams.
-        busy = wait_for(busy_lines, timeout_s=11.5)
+        while not all(future.done() for future in futures):
+            held = max(held, read_metrics(triton).get(in_flight_key, 0.0))
+            time.sleep(0.5)
         results = [future.result() for future in futures]
+    # The gauge writes every second: one more interval for a line taken while all four were open.
+    return results, wait_for(busy_lines, timeout_s=1.5), held
+
+
+def test_the_host_gauge_sees_streams_in_flight(triton: TritonServer) -> None:
+    results, busy, held = _four_streams_and_the_gauge(triton)
+    if not busy and held < 4:
+        # Once in a full run on 2 cores the model never held the four at once: two reached it only when the
+        # first two had ended (each arrived at the model 11 s after its client sent it). That says nothing
+        # of the gauge, which can only count what the model holds; one more try tells it from a gauge that
+        # misses streams, which fails both.
+        results, busy, held = _four_streams_and_the_gauge(triton)
     assert [result.error for result in results] == [None] * 4 and all(result.chunks for result in results)
-    gauges = [
-        (r["RequestsInFlight"], r["QueueDepth"]) for r in emf_lines(triton) if r.get("Kind") == "host-gauge"
-    ]
-    assert busy, f"the gauge never showed the four open streams: {gauges[-8:]}"
+    assert busy, f"the gauge never showed the four open streams (the model held at most {held:g})"
     assert busy[-1]["KvCacheUsage"] > 0
 
 

@@ -126,7 +126,10 @@ def _outcomes(triton: TritonServer) -> list[dict]:
 
 
 def _cancel_after_two_chunks(triton: TritonServer, max_tokens: int) -> dict | None:
-    """The server's record of a stream the client cancels after two chunks (None if none came in 30 s)."""
+    """The server's record of a stream the client cancels after two chunks (None if none came in 30 s).
+
+    Its record is the new one that is cancelled or ran to max_tokens: an earlier test's request may still
+    be recorded after this one starts (records are written after the last response is sent)."""
     seen = len(_outcomes(triton))
     with StreamingClient(triton.grpc_url) as client:
         sampling = {"max_tokens": max_tokens, "ignore_eos": True}
@@ -134,9 +137,9 @@ def _cancel_after_two_chunks(triton: TritonServer, max_tokens: int) -> dict | No
     assert len(result.chunks) == 2
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        records = _outcomes(triton)[seen:]
-        if records:
-            return records[0]
+        for record in _outcomes(triton)[seen:]:
+            if record["Outcome"] == "cancelled" or record["OutputTokens"] == max_tokens:
+                return record
         time.sleep(0.2)
     return None
 
