@@ -144,7 +144,8 @@ bench-plan: venv
 # real orchestrator on moto. Exit 0 pass, 1 fail, 2 bad scenario; the figure goes to build/gameday/NAME.png.
 GAMEDAY_USAGE := usage: make gameday SCENARIO=scenarios/gameday/NAME.yaml [JSON=1 [CELLS=1]]
 GAMEDAY_COMMAND = $(VENV)/bin/python -m gameday $(SCENARIO) $(if $(JSON),--json) $(if $(CELLS),--cells)
-GAMEDAY_STDOUT := build/gameday/stdout.txt
+# Beside the scenario's figure, so two game days at once do not share it.
+GAMEDAY_STDOUT = build/gameday/$(notdir $(basename $(SCENARIO))).out
 # make exits 2 whenever a recipe fails, so no recipe can hand the verdict's 1 to the caller. With GNU make
 # 4.0 or later (for $(file)), `make gameday` alone runs the day while make reads this file, after installing
 # what it needs, and a failed verdict turns on question mode, in which make exits 1 and runs no recipe (GNU
