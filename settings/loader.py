@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from settings.quotas import default_quota_warnings
 from settings.schema import Settings
 
 KeyPath = tuple[str | int, ...]
@@ -252,6 +253,9 @@ def validation_messages(
 class LoadedConfig:
     settings: Settings
     warnings: tuple[str, ...]  # "file:line: key.path: message", like errors, for what may fail at deploy
+    # Same form: what the config needs above AWS's default account quotas (settings/quotas.py). Not turned
+    # into errors by --strict: an account may have raised them, which the preflight reads.
+    quota_warnings: tuple[str, ...] = ()
 
 
 def load_config(path: str | Path) -> LoadedConfig:
@@ -265,7 +269,10 @@ def load_config(path: str | Path) -> LoadedConfig:
     except ValidationError as error:
         raise ConfigError("\n".join(validation_messages(error, data, documents))) from None
     warnings = tuple(_located(loc, message, data, documents) for loc, message in settings.warnings())
-    return LoadedConfig(settings, warnings)
+    quota_warnings = tuple(
+        _located(loc, message, data, documents) for loc, message in default_quota_warnings(settings)
+    )
+    return LoadedConfig(settings, warnings, quota_warnings)
 
 
 def load_model(path: str | Path, model: type[Model]) -> tuple[Model, Document]:

@@ -29,6 +29,7 @@ from settings.aws_limits import (
     COLD_START_BUDGET_MAX,
     DEREGISTRATION_DELAY_MAX,
     ECS_INSTANCES_PER_CLUSTER,
+    ELASTIC_IPS,
     INSTANCE_WARMUP_MAX,
 )
 from settings.cells import Cell, cells_needed, split_hosts
@@ -538,10 +539,37 @@ class DeployConfig(StrictModel):
     bake_minutes: Annotated[int, Field(ge=0, le=24 * 60)] = 15
 
 
+_SNS_TOPIC_ARN = re.compile(
+    r"^arn:aws[a-z-]*:sns:(?P<region>[a-z0-9-]+|\{region\}):\d{12}:[A-Za-z0-9_-]{1,256}$"
+)
+REGION_PLACEHOLDER = "{region}"
+
+
 class ObservabilityConfig(StrictModel):
     metrics_namespace: str = "LLMServing"
     ttft_p99_threshold_ms: Annotated[int, Field(ge=50)] = 1000
+    # Who the alarms page: an address subscribed to every stack's alarm topic (confirm the mail AWS sends),
+    # and/or an SNS topic of yours (a pager, chat) that every alarm also notifies. CloudWatch notifies topics
+    # of the alarm's own region only, so with several regions write {region} where the ARN's region goes.
     alarm_email: str | None = None
+    alarm_topic_arn: str | None = None
+
+    @field_validator("alarm_topic_arn")
+    @classmethod
+    def _topic_arn(cls, value: str | None) -> str | None:
+        if value is not None and not _SNS_TOPIC_ARN.match(value):
+            raise ValueError(
+                "not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME, with {region} for the alarm's region)"
+            )
+        return value
+
+    def alarm_topic(self, region: str) -> str | None:
+        """The topic the region's alarms notify, its region filled in."""
+        return self.alarm_topic_arn.replace(REGION_PLACEHOLDER, region) if self.alarm_topic_arn else None
+
+    @property
+    def pages_someone(self) -> bool:
+        return bool(self.alarm_email or self.alarm_topic_arn)
 
 
 class EventHosts(StrictModel):
@@ -619,6 +647,10 @@ class RoutingConfig(StrictModel):
     # Runs (minutes) a weighted record whose region left config keeps its weight before the orchestrator
     # sets it to 0 (a region removed by mistake and put back in time loses nothing); deletion is by hand.
     remove_after_runs: Annotated[int, Field(ge=1, le=1440)] = 10
+    # One orchestrator run at a time is kept by a run lock (a DynamoDB conditional write) in every account;
+    # true adds reserved concurrency 1, which Lambda allows only where the account keeps 100 unreserved
+    # besides it (`make preflight` reads the account's concurrency and says whether it fits).
+    reserved_concurrency: bool = False
 
     @model_validator(mode="after")
     def _drain_after_confirming(self) -> Self:
@@ -705,6 +737,22 @@ class Settings(StrictModel):
                 strays = [zone for zone in region.availability_zones if not zone.startswith(name)]
                 if strays:
                     raise ValueError(f"regions.{name}.availability_zones {strays} are not zones of {name}")
+        topic = self.observability.alarm_topic_arn
+        if topic and REGION_PLACEHOLDER not in topic:
+            topic_region = _SNS_TOPIC_ARN.match(topic)["region"]  # type: ignore[index]
+            others = sorted({self.orchestrator_region, *self.regions} - {topic_region})
+            if others:
+                raise _at(
+                    [
+                        (
+                            ("observability", "alarm_topic_arn"),
+                            f"the topic is in {topic_region}, but alarms in {', '.join(others)} can notify "
+                            "only a topic of their own region: write {region} in place of the ARN's region "
+                            "and create the topic in each",
+                        )
+                    ],
+                    type(self).__name__,
+                )
         problems = [
             *self._cell_problems(),
             *self._capacity_block_zone_problems(),
@@ -913,6 +961,14 @@ class Settings(StrictModel):
                         )
                     )
         found.extend(self._event_warnings(now or datetime.now(UTC)))
+        if not self.observability.pages_someone:
+            found.append(
+                (
+                    ("observability",),
+                    "alarms page no one: set alarm_email (an address to confirm) or alarm_topic_arn (your "
+                    "pager's SNS topic); `make deploy` refuses a config without either",
+                )
+            )
         return found
 
     def _event_warnings(self, now: datetime) -> list[tuple[KeyPath, str]]:
@@ -1056,8 +1112,15 @@ class Settings(StrictModel):
         return fleet_zones(region, fleet.instance_type, zones)
 
     def nat_gateways(self, region: str) -> int:
+        """NAT gateways in each cell's VPC: as configured; by default one per zone, but no more than the
+        region's cells together fit in the default 5 Elastic IPs (at least one per cell). The hosts reach S3,
+        ECR, ECS, Logs, STS and SSM through endpoints, so a zone without its own NAT gateway loses only its
+        internet egress, through another zone's gateway, when that zone fails (README, "Quotas")."""
         configured = self.regions[region].nat_gateways
-        return len(self.availability_zones(region)) if configured is None else configured
+        if configured is not None:
+            return configured
+        zones = len(self.availability_zones(region))
+        return min(zones, max(1, ELASTIC_IPS.default // self.regions[region].cells))
 
     def artifacts_s3_uri(self, region: str) -> str:
         return self.regions[region].artifacts_s3_uri or self.model.artifacts_s3_uri

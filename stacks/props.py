@@ -27,6 +27,7 @@ from cdk_constructs.observability import ObservabilityProps
 from cdk_constructs.routing_endpoint import RoutingEndpointProps
 from cdk_constructs.traffic_orchestrator import OrchestratorProps, RegionReads
 from cdk_constructs.web_acl import WebAclProps
+from orchestrator.routing import config_source
 from settings.cells import Cell, split_hosts
 from settings.schema import FleetConfig, Settings, s3_bucket, s3_prefix
 from stacks import routing_names
@@ -320,6 +321,7 @@ def observability_props(settings: Settings, region: str, cell: int = 1) -> Obser
         target_error_share=settings.routing.error_share,
         unfit_minutes=settings.routing.bad_runs_to_drain,
         alarm_email=settings.observability.alarm_email,
+        alarm_topic_arn=settings.observability.alarm_topic(region),
     )
 
 
@@ -327,10 +329,22 @@ def global_stack_name(settings: Settings) -> str:
     return f"{settings.project}-global"
 
 
+def orchestrator_config_parameter(settings: Settings, config_sha256: str) -> str:
+    """The config's SSM parameter, named for its content: a deploy that changes the config creates the new
+    parameter before the function moves to it and deletes the old one after, so no function ever reads a
+    config it was not deployed with (orchestrator/routing/config_source.py)."""
+    return f"/{settings.project}/routing/config-{config_sha256[:16]}"
+
+
 def orchestrator_props(settings: Settings) -> OrchestratorProps:
+    config_json = routing_names.orchestrator_config(settings).to_json()
+    sha256 = config_source.digest(config_json)
     return OrchestratorProps(
         code_directory=str(ORCHESTRATOR_DIRECTORY),
-        config_json=routing_names.orchestrator_config(settings).to_json(),
+        config_value=config_source.encode(config_json),
+        config_parameter=orchestrator_config_parameter(settings, sha256),
+        config_sha256=sha256,
+        reserved_concurrency=settings.routing.reserved_concurrency,
         routing_metrics_namespace=routing_names.routing_metrics_namespace(settings),
         hosted_zone_id=settings.tls.hosted_zone_id,
         record_name=settings.tls.domain_name,
@@ -349,6 +363,7 @@ def orchestrator_props(settings: Settings) -> OrchestratorProps:
         powertools_version=POWERTOOLS_VERSION,
         log_retention_days=settings.container.log_retention_days,
         alarm_email=settings.observability.alarm_email,
+        alarm_topic_arn=settings.observability.alarm_topic(settings.orchestrator_region),
     )
 
 
