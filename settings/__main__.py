@@ -26,9 +26,10 @@ def main(argv: list[str]) -> int:
             "(`make preflight` reads your account's values):\n" + "\n".join(loaded.quota_warnings),
             file=sys.stderr,
         )
-    if loaded.warnings:
+    found = (*loaded.warnings, *loaded.readiness)
+    if found:
         label = "config error (--strict)" if args.strict else "config warning"
-        print(f"{label}:\n" + "\n".join(loaded.warnings), file=sys.stderr)
+        print(f"{label}:\n" + "\n".join(found), file=sys.stderr)
         if args.strict:
             return 1
     for name, region in loaded.settings.regions.items():

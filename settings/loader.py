@@ -256,6 +256,9 @@ class LoadedConfig:
     # Same form: what the config needs above AWS's default account quotas (settings/quotas.py). Not turned
     # into errors by --strict: an account may have raised them, which the preflight reads.
     quota_warnings: tuple[str, ...] = ()
+    # Same form: what a production deploy needs beyond a valid config (Settings.readiness_problems); warnings
+    # like the others, errors under --strict, which `make deploy` uses.
+    readiness: tuple[str, ...] = ()
 
 
 def load_config(path: str | Path) -> LoadedConfig:
@@ -272,7 +275,10 @@ def load_config(path: str | Path) -> LoadedConfig:
     quota_warnings = tuple(
         _located(loc, message, data, documents) for loc, message in default_quota_warnings(settings)
     )
-    return LoadedConfig(settings, warnings, quota_warnings)
+    readiness = tuple(
+        _located(loc, message, data, documents) for loc, message in settings.readiness_problems()
+    )
+    return LoadedConfig(settings, warnings, quota_warnings, readiness)
 
 
 def load_model(path: str | Path, model: type[Model]) -> tuple[Model, Document]:

@@ -961,15 +961,20 @@ class Settings(StrictModel):
                         )
                     )
         found.extend(self._event_warnings(now or datetime.now(UTC)))
-        if not self.observability.pages_someone:
-            found.append(
-                (
-                    ("observability",),
-                    "alarms page no one: set alarm_email (an address to confirm) or alarm_topic_arn (your "
-                    "pager's SNS topic); `make deploy` refuses a config without either",
-                )
-            )
         return found
+
+    def readiness_problems(self) -> list[tuple[KeyPath, str]]:
+        """What a production deploy needs beyond a valid config: someone the alarms page."""
+        if self.observability.pages_someone:
+            return []
+        return [
+            (
+                ("observability",),
+                "alarms page no one: set alarm_email (an address to confirm) or alarm_topic_arn (your "
+                "pager's SNS topic, {region} for each region's); `make deploy` refuses a config without "
+                "either",
+            )
+        ]
 
     def _event_warnings(self, now: datetime) -> list[tuple[KeyPath, str]]:
         found: list[tuple[KeyPath, str]] = []
