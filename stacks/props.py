@@ -115,7 +115,10 @@ def web_acl_props(settings: Settings, region: str, cell: int = 1) -> WebAclProps
     )
 
 
-def load_balancer_props(settings: Settings, region: str, cell: int = 1) -> LoadBalancerProps:
+def load_balancer_props(
+    settings: Settings, region: str, cell: int = 1, *, first_create: bool = False
+) -> LoadBalancerProps:
+    """`first_create`: the stack is being created; deletion protection waits for a second deploy."""
     arn = settings.regions[region].certificate_arn
     certificate: CertificateFromArn | CertificateFromDns = (
         CertificateFromArn(arn)
@@ -133,7 +136,7 @@ def load_balancer_props(settings: Settings, region: str, cell: int = 1) -> LoadB
         served_models=(settings.model.name,),
         idle_timeout_seconds=longest,
         deregistration_delay_seconds=longest,
-        deletion_protection=settings.load_balancer.deletion_protection,
+        deletion_protection=settings.load_balancer.deletion_protection and not first_create,
         web_acl=web_acl_props(settings, region, cell),
     )
 

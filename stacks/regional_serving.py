@@ -20,7 +20,16 @@ from stacks import props
 
 
 class RegionalServing(Stack):
-    def __init__(self, scope: Construct, id: str, *, settings: Settings, region: str, cell: int = 1) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        settings: Settings,
+        region: str,
+        cell: int = 1,
+        first_create: bool = False,
+    ) -> None:
         this = settings.cell(region, cell)
         where = region if this.count == 1 else f"{region}, cell {cell} of {this.count}"
         super().__init__(
@@ -43,7 +52,7 @@ class RegionalServing(Stack):
         load_balancer = ServingLoadBalancer(
             self,
             "LoadBalancer",
-            props=props.load_balancer_props(settings, region, cell),
+            props=props.load_balancer_props(settings, region, cell, first_create=first_create),
             vpc=network.vpc,
             logs=logs,
         )

@@ -10,6 +10,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 from settings.instances import INSTANCES
 from stacks.props import global_stack_name, stack_name
 from stacks.routing_names import orchestrator_config
+from stacks.serving_app import build_app
 from tests.stacks.conftest import keys, resources
 
 ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
@@ -328,3 +329,30 @@ def test_switched_config_builds_isolated_hosts_operator_access_and_regional_repl
     assert "s3://replica-us-east-2/llama-8b-instruct/weights/" in replica
     assert "123456789012.dkr.ecr.us-east-2." in replica and "/serving:trn1" in replica
     assert "replica-us-east-2" not in json.dumps(switched_templates["us-east-1"])
+
+
+def _differences(before, after, path=()):
+    """Key paths where two JSON values differ."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in sorted(set(before) | set(after)):
+            yield from _differences(before.get(key), after.get(key), (*path, key))
+    elif isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        for index, (one, other) in enumerate(zip(before, after, strict=True)):
+            yield from _differences(one, other, (*path, index))
+    elif before != after:
+        yield path, before, after
+
+
+def test_the_first_create_assembly_differs_only_by_deletion_protection_off(settings, templates, tmp_path):
+    """A stack created for the first time comes from this assembly, then the normal one turns deletion
+    protection on: the second update must change that attribute and nothing else."""
+    app = build_app(settings, outdir=str(tmp_path), nag=False, first_create=True)
+    assembly = app.synth()
+    name = stack_name(settings, "us-east-1")
+    first = assembly.get_stack_by_name(name).template
+    found = list(_differences(templates["us-east-1"], first))
+    (load_balancer,) = resources(first, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    assert [(path[:3], old, new) for path, old, new in found] == [
+        (("Resources", load_balancer, "Properties"), "true", "false")
+    ]
+    assert [path[-1] for path, _, _ in found] == ["Value"]
