@@ -33,7 +33,12 @@ from settings.schema import FleetConfig, Settings, s3_bucket, s3_prefix
 from stacks import routing_names
 
 # Re-exported: the app and the tests name stacks through this module.
-from stacks.routing_names import POWERTOOLS_VERSION, degraded_alarm_name, unfit_alarm_name
+from stacks.routing_names import (
+    POWERTOOLS_VERSION,
+    degraded_alarm_name,
+    neuron_ami_parameter,
+    unfit_alarm_name,
+)
 from stacks.routing_names import stack_name as stack_name
 
 # The orchestrator Lambda's code: a plain folder, staged as it is.
@@ -59,9 +64,6 @@ DEFAULT_MAX_TOKENS = 256
 # and its load overload the others in turn; at 0.6 every shipped scenario holds the SLO. Continuous
 # batching's p99 climbs steeply in the last quarter of the slots (the planner's knee, `make plan-plot`).
 TARGET_BATCH_UTILIZATION = 0.6
-# AWS's public SSM tree of ECS-optimized AL2023 Neuron AMIs: one parameter per released AMI name beside
-# `recommended` (ECS developer guide, "Retrieving Amazon ECS-optimized Linux AMI metadata").
-NEURON_AMI_SSM_PATH = "/aws/service/ecs/optimized-ami/amazon-linux-2023/neuron"
 
 
 def ready_path(settings: Settings) -> str:
@@ -263,11 +265,6 @@ def capacity_reservation_props(fleet: FleetConfig) -> CapacityReservationProps |
 def capacity_block_props(fleet: FleetConfig) -> CapacityBlockProps | None:
     block = fleet.capacity_block
     return CapacityBlockProps(block.id, block.availability_zone) if block else None
-
-
-def neuron_ami_parameter(release: str) -> str:
-    """The SSM parameter holding the AMI id of one named release, or of AWS's latest for "recommended"."""
-    return f"{NEURON_AMI_SSM_PATH}/{release}/image_id"
 
 
 def target_requests_in_flight(settings: Settings, fleet: FleetConfig) -> float:

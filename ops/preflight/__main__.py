@@ -17,8 +17,12 @@ from rich.table import Table
 from ops.preflight.assembly import AssemblyError, read_template, scheduled_starts
 from ops.preflight.aws import (
     ECS_SERVICE_CODE,
+    applied_quota,
     capacity_reservations,
+    elastic_ip_limit,
     elb_limits,
+    lambda_concurrency,
+    network_use,
     parameter_exists,
     quota_values,
     quotas_by_name,
@@ -26,8 +30,13 @@ from ops.preflight.aws import (
 )
 from ops.preflight.checks import (
     ECS_CONTAINER_INSTANCES,
+    ELB_SERVICE_CODE,
+    ELB_TARGETS_PER_TARGET_GROUP,
     Finding,
     Status,
+    account_quota_findings,
+    ami_finding,
+    concurrency_finding,
     layer_finding,
     quota_findings,
     reservation_findings,
@@ -36,9 +45,15 @@ from ops.preflight.checks import (
     schedule_findings,
     zone_findings,
 )
+from settings.aws_limits import (
+    ELASTIC_IPS,
+    INTERNET_GATEWAYS_PER_REGION,
+    NAT_GATEWAYS_PER_ZONE,
+    VPCS_PER_REGION,
+)
 from settings.loader import ConfigError, load_settings
 from settings.schema import Settings
-from stacks.routing_names import powertools_layer_parameter, stack_name
+from stacks.routing_names import neuron_ami_parameter, powertools_layer_parameter, stack_name
 
 STYLES = {Status.OK: "green", Status.WARNING: "yellow", Status.SHORTFALL: "bold red"}
 
@@ -53,20 +68,42 @@ def region_findings(
     findings = quota_findings(settings, region, quota_values(service_quotas, codes))
     limits = elb_limits(session.client("elbv2", region_name=region))
     limits |= quotas_by_name(service_quotas, ECS_SERVICE_CODE, [ECS_CONTAINER_INSTANCES])
+    limits |= quotas_by_name(service_quotas, ELB_SERVICE_CODE, [ELB_TARGETS_PER_TARGET_GROUP])
     findings += scale_findings(settings, region, limits)
     findings += zone_findings(settings, region, zone_offerings(ec2, [f.instance_type for f in fleets]))
     named = reservation_ids(settings, region)
     reservations = capacity_reservations(ec2, named) if named else {}
     findings += reservation_findings(settings, region, reservations)
+    findings += account_quota_findings(
+        settings, region, account_quotas(service_quotas, ec2), network_use(ec2, settings.project)
+    )
+    ssm = session.client("ssm", region_name=region)
+    ami = neuron_ami_parameter(settings.container.neuron_ami_release)
+    findings.append(ami_finding(region, ami, parameter_exists(ssm, ami)))
     if region == settings.orchestrator_region:
         parameter = powertools_layer_parameter()
-        exists = parameter_exists(session.client("ssm", region_name=region), parameter)
-        findings.append(layer_finding(region, parameter, exists))
-    stack = stack_name(settings, region)
-    template = read_template(assembly, stack)
-    starts = scheduled_starts(template) if template is not None else None
-    findings += schedule_findings(region, stack, starts, now)
+        findings.append(layer_finding(region, parameter, parameter_exists(ssm, parameter)))
+        concurrency = lambda_concurrency(session.client("lambda", region_name=region))
+        findings.append(concurrency_finding(settings, concurrency))
+    # Every cell's stack, not only the first: each carries its own scheduled actions.
+    for cell in settings.cells(region):
+        stack = stack_name(settings, region, cell.index)
+        template = read_template(assembly, stack)
+        starts = scheduled_starts(template) if template is not None else None
+        findings += schedule_findings(region, stack, starts, now)
     return findings
+
+
+def account_quotas(service_quotas: Any, ec2: Any) -> dict[str, float]:
+    """The network quotas each cell's VPC takes, as this account has them: Elastic IPs as EC2 reports them,
+    the rest from Service Quotas (AWS's default where never raised)."""
+    values = {
+        quota.code: applied_quota(service_quotas, quota.service, quota.code, float(quota.default))
+        for quota in (VPCS_PER_REGION, NAT_GATEWAYS_PER_ZONE, INTERNET_GATEWAYS_PER_REGION)
+    }
+    eips = elastic_ip_limit(ec2)
+    values[ELASTIC_IPS.code] = float(ELASTIC_IPS.default) if eips is None else eips
+    return values
 
 
 def table(region: str, findings: list[Finding]) -> Table:
