@@ -190,17 +190,27 @@ class Settings(StrictModel):
         return deploy_warnings(self, now)
 
     def readiness_problems(self) -> list[tuple[KeyPath, str]]:
-        """What a production deploy needs beyond a valid config: someone the alarms page."""
-        if self.observability.pages_someone:
-            return []
-        return [
-            (
-                ("observability",),
-                "alarms page no one: set alarm_email (an address to confirm) or alarm_topic_arn (your "
-                "pager's SNS topic, {region} for each region's); `make deploy` refuses a config without "
-                "either",
+        """What a production deploy needs beyond a valid config: the weights' revision, which keys the
+        compiled artifacts, and someone the alarms page."""
+        found: list[tuple[KeyPath, str]] = []
+        if not self.model.revision:
+            found.append(
+                (
+                    ("model",),
+                    "revision is not set: compiled artifacts would be keyed without the weights' revision, "
+                    "and new weights under the same model_id would load the old graphs; set model.revision",
+                )
             )
-        ]
+        if not self.observability.pages_someone:
+            found.append(
+                (
+                    ("observability",),
+                    "alarms page no one: set alarm_email (an address to confirm) or alarm_topic_arn (your "
+                    "pager's SNS topic, {region} for each region's); `make deploy` refuses a config without "
+                    "either",
+                )
+            )
+        return found
 
     def peak_hosts(self, region: str, event: EventConfig | None = None, cell: int = 1) -> int:
         """Hosts one cell of the region (the region itself when it is one cell) may run at once: each

@@ -161,6 +161,8 @@ def engine_environment(settings: Settings, region: str) -> tuple[tuple[str, str]
         ("MODEL_S3_URI", f"{root}/weights/"),
         ("COMPILED_ARTIFACTS_S3_URI", f"{root}/compiled/"),
         ("MODEL_ID", model.model_id),
+        # Part of the compiled-artifact key (container/entrypoint/artifact_key.py GRAPH_VARIABLES).
+        ("MODEL_REVISION", model.revision),
         ("ALLOW_COMPILE", "true" if model.allow_compile_on_start else "false"),
         ("ENGINE_MAX_MODEL_LEN", str(model.max_model_len)),
         ("ENGINE_MAX_NUM_SEQS", str(model.max_num_seqs)),
@@ -273,11 +275,23 @@ def target_requests_in_flight(settings: Settings, fleet: FleetConfig) -> float:
 
 
 def fleet_props(
-    settings: Settings, region: str, fleet: FleetConfig, now: datetime | None = None, cell: int = 1
+    settings: Settings,
+    region: str,
+    fleet: FleetConfig,
+    now: datetime | None = None,
+    cell: int = 1,
+    *,
+    bootstrap: bool = False,
 ) -> FleetProps:
+    """`bootstrap`: the stack's first creation (ops/compile.py, ops/deploy_waves.py), its fleet at zero
+    tasks and no scheduled changes, so the cluster exists for the compile task before any host needs the
+    compiled artifacts; the deploy after it raises the bounds (Application Auto Scaling scales out to a
+    raised minimum) and schedules the events."""
     serving = settings.serving
     schedule = fleet_schedule(settings, region, fleet, now or datetime.now(UTC), cell)
     min_hosts, max_hosts = settings.cell_bounds(settings.cell(region, cell), fleet)
+    if bootstrap:
+        min_hosts, schedule = 0, FleetSchedule(())
     return FleetProps(
         instance=fleet.instance,
         offered_in_region=fleet.instance.offered_in(region),
@@ -305,6 +319,7 @@ def fleet_props(
         model_name=settings.model.name,
         session_manager=settings.operations.session_manager,
         ecs_exec=settings.operations.ecs_exec,
+        bootstrap=bootstrap,
     )
 
 

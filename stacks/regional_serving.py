@@ -72,7 +72,7 @@ class RegionalServing(Stack):
             NeuronFleet(
                 self,
                 f"Fleet-{fleet.instance_type}",
-                props=props.fleet_props(settings, region, fleet, cell=cell),
+                props=props.fleet_props(settings, region, fleet, cell=cell, bootstrap=first_create),
                 cluster=cluster,
                 targets=targets,
                 task_role=model_store.task_role,

@@ -114,6 +114,9 @@ class ServingService(Construct):
             propagate_tags=ecs.PropagatedTagSource.SERVICE,
             # Audited through the cluster's execute-command configuration (encrypted, logged).
             enable_execute_command=props.ecs_exec,
+            # Unset, a redeploy never resets the count scaling chose (removeDefaultDesiredCount); a bootstrap
+            # creates the service with none, so no task waits for artifacts not compiled yet.
+            desired_count=0 if props.bootstrap else None,
         )
         self.service.node.default_child.add_property_override(
             "DeploymentConfiguration.DeploymentCircuitBreaker.ThresholdConfiguration",

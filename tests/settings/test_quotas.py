@@ -86,7 +86,7 @@ def test_a_config_past_the_default_quotas_says_what_to_raise_at_its_line(tmp_pat
 def test_quota_warnings_print_but_do_not_fail_strict_since_the_account_may_have_raised_them(tmp_path, capsys):
     path = overlay(
         tmp_path,
-        "observability: {alarm_email: oncall@example.com}\n"
+        "observability: {alarm_email: oncall@example.com}\nmodel: {revision: abc123}\n"
         "regions:\n  us-east-1: {cells: 3, nat_gateways: 3}\n",
     )
     assert validate_main([str(path), "--strict"]) == 0
@@ -121,7 +121,11 @@ def test_a_config_that_pages_no_one_fails_strict_and_only_warns_otherwise(tmp_pa
     assert validate_main([str(PRIME_DAY), "--strict"]) == 1
     err = capsys.readouterr().err
     assert "config error (--strict)" in err and "alarm_email" in err and "alarm_topic_arn" in err
-    paged = overlay(tmp_path, "observability: {alarm_topic_arn: 'arn:aws:sns:{region}:123456789012:pager'}\n")
+    paged = overlay(
+        tmp_path,
+        "observability: {alarm_topic_arn: 'arn:aws:sns:{region}:123456789012:pager'}\n"
+        "model: {revision: abc}\n",
+    )
     assert validate_main([str(paged), "--strict"]) == 0
 
 
@@ -142,3 +146,11 @@ def test_the_region_placeholder_is_filled_per_region(tmp_path):
 def test_the_shipped_configs_show_where_to_set_who_is_paged():
     text = (REPO / "config" / "default.yaml").read_text()
     assert "# alarm_email:" in text and "# alarm_topic_arn:" in text
+
+
+def test_an_unset_model_revision_fails_strict_naming_the_key(tmp_path, capsys):
+    """The stacks never set MODEL_REVISION, so every key's revision was empty in production."""
+    paged = "observability: {alarm_email: oncall@example.com}\n"
+    assert validate_main([str(overlay(tmp_path, paged)), "--strict"]) == 1
+    assert "model: revision is not set" in capsys.readouterr().err
+    assert validate_main([str(overlay(tmp_path, paged + "model: {revision: 0e9e39f}\n")), "--strict"]) == 0
