@@ -26,7 +26,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 CDK := npx --no-install cdk --no-notices
 
-.PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy preflight \
+.PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy preflight compile \
         index serve ask image bench bench-serving bench-retrieval clean rehearse-routing traffic plan plan-plot \
         bench-plan gameday bench-gameday
 
@@ -36,7 +36,8 @@ help:
 	@echo "make test-container [VLLM=0.13.0]   the serving tests on one vLLM version (default $(VLLM_DEFAULT))"
 	@echo "make lint                  ruff, cfn-lint on cdk.out, hadolint on the Dockerfile"
 	@echo "make deploy [APPROVE=1] [WAVES=0] [DRY_RUN=1] | diff | destroy [CONFIG=file]   for users with an AWS account"
-	@echo "make preflight CONFIG=file   check quotas, zones and reservations for a config's events (AWS account)"
+	@echo "make preflight CONFIG=file   check quotas, zones, reservations and compiled artifacts (AWS account)"
+	@echo "make compile [DRY_RUN=1] [APPROVE=1] CONFIG=file   compile each fleet's missing Neuron artifacts (AWS account)"
 	@echo "make index CATALOG=products.jsonl|.csv [UPLOAD=s3://...] [MAX_BAD_FRACTION=0.01] [MAX_BAD_ROWS=10000]"
 	@echo "                           build the shop's catalog index (bad rows skipped up to those limits)"
 	@echo "make serve [CATALOG=file] / make ask Q=\"...\"   run the assistant locally on a real Triton server"
@@ -110,6 +111,12 @@ diff: validate node
 destroy: validate node
 	$(VENV)/bin/python -m ops.release_capacity $(CONFIG) $(if $(YES),--yes)
 	$(CDK) destroy --all --force -c config=$(CONFIG)
+
+# Before any host needs them: every fleet's compiled Neuron artifacts (ops/compile.py). Each missing key is
+# compiled by an ECS task of the fleet's own task definition on its region's cluster; a region whose stack
+# does not exist yet is first created at zero tasks (APPROVE=1). DRY_RUN=1 lists the keys and what exists.
+compile: venv node
+	$(VENV)/bin/python -m ops.compile $(CONFIG) --cdk "$(CDK)" $(if $(DRY_RUN),--dry-run) $(if $(filter 1,$(APPROVE)),--approve)
 
 # Before a peak: the account's vCPU quotas, the zones offering each type and the named reservations against
 # what the config's events need. Reads only; exits non-zero naming each shortfall.

@@ -123,9 +123,17 @@ _LOGICAL_PREFIX = re.compile(r"[^A-Za-z0-9]")
 def fleet_resources(cloudformation: Any, stack: str, instance_type: str) -> dict[str, str]:
     """The cluster, task definition and capacity provider of a fleet, read from its cell's stack (their
     logical ids start with the fleet's construct id, `Fleet-<type>` without its punctuation)."""
+    from botocore.exceptions import ClientError
+
     prefix = "Fleet" + _LOGICAL_PREFIX.sub("", instance_type)
     found: dict[str, str] = {}
-    for page in cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack):
+    try:
+        pages = list(cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack))
+    except ClientError as error:
+        if "does not exist" in str(error.response.get("Error", {}).get("Message", "")):
+            return found  # not created yet: the bootstrap creates it
+        raise
+    for page in pages:
         for resource in page["StackResourceSummaries"]:
             kind, logical = resource["ResourceType"], resource["LogicalResourceId"]
             if kind == "AWS::ECS::Cluster":
@@ -159,7 +167,7 @@ def start_compile(ecs: Any, resources: dict[str, str], artifact: FleetArtifact) 
 
 def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.compile", description=__doc__.splitlines()[0])
-    parser.add_argument("config")
+    parser.add_argument("config", help="the config file, e.g. config/prime-day.yaml")
     parser.add_argument("--dry-run", action="store_true", help="list the keys and what exists; start nothing")
     parser.add_argument("--approve", action="store_true", help="create a region's missing stack (APPROVE=1)")
     parser.add_argument("--cdk", default="npx --no-install cdk --no-notices", help="the CDK CLI command")

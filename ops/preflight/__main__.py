@@ -14,6 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ops.compile import FleetArtifact, fleet_artifacts, manifest_exists
 from ops.preflight.assembly import AssemblyError, read_template, scheduled_starts
 from ops.preflight.aws import (
     ECS_SERVICE_CODE,
@@ -36,6 +37,7 @@ from ops.preflight.checks import (
     Status,
     account_quota_findings,
     ami_finding,
+    artifact_finding,
     concurrency_finding,
     layer_finding,
     quota_findings,
@@ -59,7 +61,12 @@ STYLES = {Status.OK: "green", Status.WARNING: "yellow", Status.SHORTFALL: "bold 
 
 
 def region_findings(
-    settings: Settings, region: str, session: Any, assembly: Path, now: datetime
+    settings: Settings,
+    region: str,
+    session: Any,
+    assembly: Path,
+    now: datetime,
+    artifacts: Sequence[FleetArtifact] = (),
 ) -> list[Finding]:
     ec2 = session.client("ec2", region_name=region)
     service_quotas = session.client("service-quotas", region_name=region)
@@ -85,6 +92,13 @@ def region_findings(
         findings.append(layer_finding(region, parameter, parameter_exists(ssm, parameter)))
         concurrency = lambda_concurrency(session.client("lambda", region_name=region))
         findings.append(concurrency_finding(settings, concurrency))
+    s3 = session.client("s3", region_name=region)
+    for artifact in artifacts:
+        if artifact.region == region:
+            exists = manifest_exists(s3, artifact)
+            findings.append(
+                artifact_finding(region, artifact.instance_type, artifact.key, artifact.uri, exists)
+            )
     # Every cell's stack, not only the first: each carries its own scheduled actions.
     for cell in settings.cells(region):
         stack = stack_name(settings, region, cell.index)
@@ -146,9 +160,14 @@ def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] |
     session = (session_factory or boto3.Session)()
     problems: list[Finding] = []
     now = datetime.now(UTC)
+    try:
+        artifacts = fleet_artifacts(settings)
+    except ValueError as error:  # the key's or the engine settings' error, naming the setting
+        errors.print(f"preflight: cannot key the compiled artifacts: {error}", markup=False, highlight=False)
+        return 1
     for region in settings.regions:
         try:
-            findings = region_findings(settings, region, session, args.assembly, now)
+            findings = region_findings(settings, region, session, args.assembly, now, artifacts)
         except NoCredentialsError:
             errors.print(
                 "preflight: no AWS credentials found; it reads quotas, zone offerings and reservations from "

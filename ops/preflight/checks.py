@@ -488,3 +488,19 @@ def ami_finding(region: str, parameter: str, exists: bool) -> Finding:
         else f"{region}: SSM parameter {parameter} does not exist: that ECS Neuron AMI release is not "
         "published here; set container.neuron_ami_release to one that is",
     )
+
+
+def artifact_finding(region: str, instance_type: str, key: str, uri: str, exists: bool) -> Finding:
+    """A fleet's hosts refuse to start without compiled artifacts of their exact key (a compile at start
+    would take an hour during a peak): the key's manifest must exist before the deploy."""
+    return Finding(
+        "compiled artifacts",
+        instance_type,
+        key,
+        "complete" if exists else "no artifact-manifest.json",
+        Status.OK if exists else Status.SHORTFALL,
+        ""
+        if exists
+        else f"{region}: {instance_type} needs compiled artifacts {key} ({uri}): none complete; run "
+        "`make compile` (DRY_RUN=1 lists every key)",
+    )

@@ -4,6 +4,7 @@ approval only with APPROVE=1."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -57,3 +58,22 @@ def test_the_shipped_config_dry_run_runs_through(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "alarms page no one" in result.stderr
     assert "day zero, in order:" in result.stdout and "5 waves" in result.stdout
+
+
+def test_make_compile_dry_run_lists_the_keys_without_credentials(tmp_path):
+    environment = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    result = subprocess.run(
+        ["make", "--no-print-directory", "compile", "DRY_RUN=1", "CONFIG=config/prime-day.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=environment,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "6 compiled-artifact keys" in result.stdout and "not checked (no AWS credentials)" in result.stdout

@@ -343,16 +343,27 @@ def _differences(before, after, path=()):
         yield path, before, after
 
 
-def test_the_first_create_assembly_differs_only_by_deletion_protection_off(settings, templates, tmp_path):
-    """A stack created for the first time comes from this assembly, then the normal one turns deletion
-    protection on: the second update must change that attribute and nothing else."""
+def test_the_first_create_assembly_is_unprotected_and_at_zero_tasks(settings, templates, tmp_path):
+    """A stack created for the first time (a bootstrap: `make compile`, or a wave's first creation) comes
+    from this assembly: its load balancer without deletion protection (a failed first creation rolls back
+    instead of ending in ROLLBACK_FAILED) and its fleets at zero tasks (nothing needs the compiled artifacts
+    before the compile). The next deploy turns protection on and raises the bounds: nothing else differs."""
     app = build_app(settings, outdir=str(tmp_path), nag=False, first_create=True)
-    assembly = app.synth()
-    name = stack_name(settings, "us-east-1")
-    first = assembly.get_stack_by_name(name).template
-    found = list(_differences(templates["us-east-1"], first))
-    (load_balancer,) = resources(first, "AWS::ElasticLoadBalancingV2::LoadBalancer")
-    assert [(path[:3], old, new) for path, old, new in found] == [
-        (("Resources", load_balancer, "Properties"), "true", "false")
-    ]
-    assert [path[-1] for path, _, _ in found] == ["Value"]
+    first = app.synth().get_stack_by_name(stack_name(settings, "us-east-1")).template
+    normal = templates["us-east-1"]
+    changed = {
+        (normal["Resources"][path[1]]["Type"], *path[2:]) for path, _, _ in _differences(normal, first)
+    }
+    assert changed == {
+        ("AWS::ElasticLoadBalancingV2::LoadBalancer", "Properties", "LoadBalancerAttributes", 0, "Value"),
+        ("AWS::AutoScaling::AutoScalingGroup", "Properties", "MinSize"),
+        ("AWS::ApplicationAutoScaling::ScalableTarget", "Properties", "MinCapacity"),
+        ("AWS::ECS::Service", "Properties", "DesiredCount"),
+    }
+    (load_balancer,) = resources(first, "AWS::ElasticLoadBalancingV2::LoadBalancer").values()
+    attributes = {a["Key"]: a["Value"] for a in load_balancer["Properties"]["LoadBalancerAttributes"]}
+    assert attributes["deletion_protection.enabled"] == "false"
+    for service in resources(first, "AWS::ECS::Service").values():
+        assert service["Properties"]["DesiredCount"] == 0
+    for group in resources(first, "AWS::AutoScaling::AutoScalingGroup").values():
+        assert group["Properties"]["MinSize"] == "0"

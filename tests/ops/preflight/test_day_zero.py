@@ -8,6 +8,7 @@ import json
 
 import boto3
 
+from ops.compile import fleet_artifacts
 from ops.preflight.__main__ import main
 from ops.preflight.aws import LambdaConcurrency
 from ops.preflight.checks import Status, concurrency_finding, scenarios, vcpus_needed
@@ -107,3 +108,17 @@ def test_each_cells_group_surges_above_its_own_share():
     inf2 = 192 * ((158 + 40) + (157 + 40))
     trn1 = 128 * ((79 + 20) + (79 + 20))
     assert needed == {"L-1945791B": inf2, "L-2C3B7624": trn1}
+
+
+def test_a_fleet_whose_key_has_no_manifest_is_named_and_refused(aws, capsys):
+    """Hosts refuse to start without their key's artifacts; the preflight (and so `make deploy`) refuses
+    first, naming each region, type and key."""
+    s3 = boto3.client("s3", region_name="us-east-1")
+    artifacts = [a for a in fleet_artifacts(load_settings(PRIME_DAY)) if a.instance_type == "trn1.32xlarge"]
+    s3.delete_object(Bucket=artifacts[0].bucket, Key=artifacts[0].manifest_key)
+    session = MotoWithStubbedQuotas(ROOMY)
+    assert main([PRIME_DAY], session_factory=lambda: session) == 1
+    err = capsys.readouterr().err
+    for region in ("us-east-1", "us-west-2", "us-east-2"):
+        assert f"{region}: trn1.32xlarge needs compiled artifacts {artifacts[0].key}" in err
+    assert "inf2.48xlarge needs compiled artifacts" not in err and "make compile" in err

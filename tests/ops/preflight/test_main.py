@@ -14,8 +14,10 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from ops.compile import fleet_artifacts
 from ops.preflight.__main__ import main
 from ops.preflight.checks import ELB_TARGETS_PER_TARGET_GROUP as TARGETS_PER_GROUP
+from settings import load_settings
 from settings.serving import DEFAULT_NEURON_AMI_RELEASE
 from stacks.routing_names import neuron_ami_parameter, powertools_layer_parameter
 from tests.ops.preflight.conftest import REPO
@@ -51,7 +53,7 @@ class MotoWithStubbedQuotas:
 
     def client(self, service: str, region_name: str):
         client = boto3.client(service, region_name=region_name)
-        if service == "ec2":
+        if service in ("ec2", "s3"):
             return client
         stub = Stubber(client)
         if service == "service-quotas":
@@ -121,7 +123,22 @@ def aws(credentials, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "200")  # rich wraps table cells to the terminal's width, 80 when captured
     with mock_aws():
+        for config in (DEFAULT_CONFIG, str(REPO / "config" / "prime-day.yaml")):
+            complete_artifacts(config)
         yield
+
+
+def complete_artifacts(config: str, skip: tuple[str, ...] = ()) -> None:
+    """Every fleet's compiled artifacts, as a compile leaves them: the manifest under compiled/<key>/ (the
+    instance types in `skip` left without)."""
+    s3 = boto3.client("s3", region_name="us-east-1")
+    for artifact in fleet_artifacts(load_settings(config)):
+        if artifact.instance_type in skip:
+            continue
+        buckets = {b["Name"] for b in s3.list_buckets()["Buckets"]}
+        if artifact.bucket not in buckets:
+            s3.create_bucket(Bucket=artifact.bucket)
+        s3.put_object(Bucket=artifact.bucket, Key=artifact.manifest_key, Body=b"{}")
 
 
 def test_a_config_that_fits_prints_a_table_per_region_and_exits_zero(aws, capsys):
