@@ -126,7 +126,11 @@ def test_every_service_rolls_back_on_its_fleets_alarms_beside_the_circuit_breake
         alarms = resources(template, "AWS::CloudWatch::Alarm")
         for service in resources(template, "AWS::ECS::Service").values():
             deployment = service["Properties"]["DeploymentConfiguration"]
-            assert deployment["DeploymentCircuitBreaker"] == {"Enable": True, "Rollback": True}, region
+            assert deployment["DeploymentCircuitBreaker"] == {
+                "Enable": True,
+                "Rollback": True,
+                "ThresholdConfiguration": {"Type": "COUNT", "Value": 3},
+            }, region
             names = deployment["Alarms"]["AlarmNames"]
             assert len(names) == 2 and all(name["Ref"] in alarms for name in names), region
 
