@@ -31,7 +31,7 @@ from gameday.scenario import (
 from gameday.serving import Curve, cached_curve
 from gameday.templates import CACHE, Alarm, Deployment, RegionControl
 from orchestrator.routing.config import parse_config
-from planner.plan import Demand
+from planner.demand import Demand
 from planner.profiles import load_profiles
 from planner.simulate import HostGroup
 from settings.schema import Settings
