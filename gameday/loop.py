@@ -3,7 +3,7 @@ health checks -> the real orchestrator -> Route 53 weights, and the fleets' own 
 
 The unit the loop runs is a routing target: a one-cell region, or one cell (`us-east-1/2`) of a region of
 several, each with its own stack's fleets, alarms, health checks, metrics namespace and weighted record.
-A region's row is its cells' rows added up (README "Game day", "Cells")."""
+A region's row is its cells' rows added up (docs/gameday.md; cells: docs/peak-events.md, "Cells")."""
 
 from __future__ import annotations
 

@@ -148,8 +148,8 @@ class RegionConfig(StrictModel):
     # one region's S3 or ECR trouble does not stop the others from scaling out.
     artifacts_s3_uri: S3Uri | None = None
     image_uris: ImageUris = Field(default_factory=dict)
-    # Independent serving units in the region (README, "Cells"): each its own stack with an ALB, ECS
-    # cluster, fleets and alarms; every fleet's min and max are split across them.
+    # Independent serving units in the region (docs/peak-events.md, "Cells"): each its own stack with an ALB,
+    # ECS cluster, fleets and alarms; every fleet's min and max are split across them.
     cells: Annotated[int, Field(ge=1, le=20)] = 1
 
     @field_validator("fleets")

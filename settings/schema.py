@@ -110,7 +110,7 @@ class Settings(StrictModel):
     operations: OperationsConfig = OperationsConfig()
     deploy: DeployConfig = DeployConfig()
     # Most hosts one cell may run at its fleets' max (events included); 400 hosts plus the default 25% deploy
-    # surge are 500 tasks, 1,000 targets: the default ALB quota (README, "Cells").
+    # surge are 500 tasks, 1,000 targets: the default ALB quota (docs/peak-events.md, "Cells").
     cell_max_hosts: PositiveInt = 400
     regions: Annotated[dict[RegionName, RegionConfig], Field(min_length=1)]
     events: list[EventConfig] = Field(default_factory=list)
