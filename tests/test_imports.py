@@ -71,9 +71,9 @@ def import_graph(modules: Mapping[str, Path]) -> dict[str, set[str]]:
     }
 
 
-def import_cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
-    """One cycle per strongly connected group of modules, as the path that closes it (Tarjan's algorithm,
-    iterative: the project's import chains are deeper than the recursion would like)."""
+def import_groups(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or through others (strongly connected
+    components of more than one module; Tarjan's algorithm, iterative: import chains are deep)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     on_stack: set[str] = set()
@@ -116,7 +116,12 @@ def import_cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
                         break
                 if len(group) > 1:
                     groups.append(sorted(group))
-    return [_cycle_through(group, graph) for group in groups]
+    return groups
+
+
+def import_cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """One cycle per group of modules that import each other, as the path that closes it."""
+    return [_cycle_through(group, graph) for group in import_groups(graph)]
 
 
 def _cycle_through(group: list[str], graph: Mapping[str, set[str]]) -> list[str]:
@@ -143,8 +148,11 @@ def _cycle_through(group: list[str], graph: Mapping[str, set[str]]) -> list[str]
 
 def test_the_project_has_no_import_circle() -> None:
     graph = import_graph(project_modules())
-    cycles = import_cycles(graph)
-    assert not cycles, "import circles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
+    circles = [
+        f"{' -> '.join(_cycle_through(group, graph))} (modules in this circle: {', '.join(group)})"
+        for group in import_groups(graph)
+    ]
+    assert not circles, "import circles:\n" + "\n".join(circles)
 
 
 def test_every_part_of_the_project_is_walked() -> None:
