@@ -237,6 +237,15 @@ def _models_in(tp: Any, path: str) -> Iterator[tuple[str, type[BaseModel]]]:
         yield from _models_in(get_args(tp)[1], f"{path}.<{KEY_NAMES.get(path, 'key')}>")
 
 
+def _section_doc(tp: Any) -> str:
+    """A section's key without a comment of its own is described by its model's docstring."""
+    for _, model in _models_in(tp, ""):
+        doc = vars(model).get("__doc__")
+        if doc:
+            return " ".join(doc.split())
+    return ""
+
+
 def sections(root: type[BaseModel], path: str = "") -> Iterator[Section]:
     """The model's own section, then every nested model's, depth first in field order."""
     comments = field_comments(root)
@@ -245,7 +254,7 @@ def sections(root: type[BaseModel], path: str = "") -> Iterator[Section]:
     for name, field in root.model_fields.items():
         key = field.alias or name
         here = f"{path}.{key}" if path else key
-        description = field.description or comments.get(name, "")
+        description = field.description or comments.get(name, "") or _section_doc(field.annotation)
         rows.append(
             Row(
                 key,
