@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from docsite.mkdocs_hooks import readme_for_site
+from docsite.mkdocs_hooks import IncludeError, expand_includes, page_links_for_site, readme_for_site
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the build reads: its config, the pages, the README it makes the home page, the files pages include.
@@ -95,9 +95,21 @@ def _add_page(root: Path) -> None:
         ),
         pytest.param(_add_page, "stray.md", id="page-not-in-nav"),
         pytest.param(
-            _replace("docs/security.md", '"container/README.md:security"', '"container/README.md:secrets"'),
-            "secrets",
-            id="snippet",
+            _replace(
+                "docs/security.md", "container/README.md#security -->", "container/README.md#secrets -->"
+            ),
+            "no section 'secrets'",
+            id="included-section",
+        ),
+        pytest.param(
+            _replace("README.md", "<!-- picture: end -->", ""),
+            "README.md has no section 'picture'",
+            id="picture",
+        ),
+        pytest.param(
+            _replace("docs/serving.md", "include: container/README.md", "include: container/READ.md"),
+            "container/READ.md does not exist",
+            id="included-file",
         ),
     ],
 )
@@ -117,3 +129,24 @@ def test_the_home_page_links_resolve_beside_the_pages() -> None:
     )
     site = "[Deploying](deploying.md#day-zero-checklist), [serving](serving.md#security), [x](#m)"
     assert readme_for_site(readme) == site
+
+
+def test_a_page_links_the_readmes_outside_docs_as_the_pages_that_show_them() -> None:
+    page = (
+        "[front](../README.md#the-picture), [serving](../container/README.md#security), [ops](operating.md)"
+    )
+    site = "[front](index.md#the-picture), [serving](serving.md#security), [ops](operating.md)"
+    assert page_links_for_site(page) == site
+
+
+def test_an_include_brings_a_whole_file_or_one_section(tmp_path: Path) -> None:
+    (tmp_path / "notes.md").write_text(
+        "# Notes\n\nbefore\n<!-- part: start -->\nthe part\n<!-- part: end -->\nafter\n"
+    )
+    page = "intro\n<!-- include: notes.md#part -->\nmiddle\n<!-- include: notes.md -->\n"
+    expanded = expand_includes(page, tmp_path)
+    assert expanded.startswith("intro\nthe part\nmiddle\n# Notes\n")
+    with pytest.raises(IncludeError, match="no section 'other'"):
+        expand_includes("<!-- include: notes.md#other -->", tmp_path)
+    with pytest.raises(IncludeError, match=r"missing\.md does not exist"):
+        expand_includes("<!-- include: missing.md -->", tmp_path)
