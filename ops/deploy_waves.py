@@ -293,7 +293,8 @@ def deploy_stack(cdk: Sequence[str], assembly: Path, stack: str, *, approve: boo
     """Without approval the CLI still deploys what does not broaden security (`broadening`: it asks only for
     IAM and security-group widening, which the security diff before each wave has already stopped), so it
     never waits for a terminal that CI does not have."""
-    # --exclusively: no stack drags another along (they share no values, see README "What it deploys").
+    # --exclusively: no stack drags another along (they share no values: docs/architecture.md, "What it
+    # deploys").
     approval = "never" if approve else "broadening"
     subprocess.run(
         [*cdk, "deploy", "--app", str(assembly), "--exclusively", "--require-approval", approval, stack],

@@ -3,18 +3,14 @@ against each other): each returns (key path, message) pairs, so every problem is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from settings.aws_limits import CAPACITY_BLOCK_INSTANCES_MAX
 from settings.cells import cells_needed, split_hosts
 from settings.events import EventConfig, EventHosts
 from settings.types import ECR_IMAGE_REGION, KeyPath
-
-if TYPE_CHECKING:
-    from settings.schema import Settings
+from settings.view import WholeConfig
 
 
-def cell_problems(config: Settings) -> list[tuple[KeyPath, str]]:
+def cell_problems(config: WholeConfig) -> list[tuple[KeyPath, str]]:
     """Every cell runs every fleet of its region, with at least one host at the fleet's max, and no cell
     runs more than cell_max_hosts at its fleets' max or an event's."""
     problems: list[tuple[KeyPath, str]] = []
@@ -61,7 +57,7 @@ def cell_problems(config: Settings) -> list[tuple[KeyPath, str]]:
     return problems
 
 
-def network_problems(config: Settings) -> list[tuple[KeyPath, str]]:
+def network_problems(config: WholeConfig) -> list[tuple[KeyPath, str]]:
     """NAT gateways beyond the zones defaults resolve to, and images a region without NAT cannot pull."""
     problems: list[tuple[KeyPath, str]] = []
     for name, region in config.regions.items():
@@ -80,7 +76,7 @@ def network_problems(config: Settings) -> list[tuple[KeyPath, str]]:
     return problems
 
 
-def _unreachable_without_nat(config: Settings, region: str) -> list[str]:
+def _unreachable_without_nat(config: WholeConfig, region: str) -> list[str]:
     """Without NAT the hosts reach only this region's AWS endpoints: an image elsewhere never pulls."""
     problems = []
     for fleet in config.regions[region].fleets:
@@ -97,7 +93,7 @@ def _unreachable_without_nat(config: Settings, region: str) -> list[str]:
     return problems
 
 
-def capacity_block_zone_problems(config: Settings) -> list[tuple[KeyPath, str]]:
+def capacity_block_zone_problems(config: WholeConfig) -> list[tuple[KeyPath, str]]:
     problems: list[tuple[KeyPath, str]] = []
     for name, region in config.regions.items():
         zones = config.availability_zones(name)
@@ -115,7 +111,7 @@ def capacity_block_zone_problems(config: Settings) -> list[tuple[KeyPath, str]]:
     return problems
 
 
-def event_problems(config: Settings) -> list[tuple[KeyPath, str]]:
+def event_problems(config: WholeConfig) -> list[tuple[KeyPath, str]]:
     problems: list[tuple[KeyPath, str]] = []
     seen: dict[str, int] = {}
     for index, event in enumerate(config.events):
@@ -129,7 +125,7 @@ def event_problems(config: Settings) -> list[tuple[KeyPath, str]]:
 
 
 def _event_region_problems(
-    config: Settings, index: int, event: EventConfig, region: str, hosts: dict[str, EventHosts]
+    config: WholeConfig, index: int, event: EventConfig, region: str, hosts: dict[str, EventHosts]
 ) -> list[tuple[KeyPath, str]]:
     where: KeyPath = ("events", index, "regions", region)
     if region not in config.regions:
@@ -156,7 +152,7 @@ def _event_region_problems(
     return problems
 
 
-def _overlap_problems(config: Settings) -> list[tuple[KeyPath, str]]:
+def _overlap_problems(config: WholeConfig) -> list[tuple[KeyPath, str]]:
     """Two events on one fleet whose windows (ramp to lowered maximums) meet: the first one's restore
     or scale-in would cut the second one's raised bounds; windows that touch would change the bounds
     twice in one moment, in an order AWS does not promise."""
@@ -183,6 +179,6 @@ def _overlap_problems(config: Settings) -> list[tuple[KeyPath, str]]:
     return problems
 
 
-def _lead_text(config: Settings, event: EventConfig) -> str:
+def _lead_text(config: WholeConfig, event: EventConfig) -> str:
     minutes = int(event.lead(config.serving.cold_start_budget_seconds).total_seconds() // 60)
     return f"{minutes} min"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from settings.aws_limits import (
     ALB_TARGETS_PER_LOAD_BALANCER,
@@ -13,13 +12,11 @@ from settings.aws_limits import (
 )
 from settings.events import EventConfig
 from settings.types import KeyPath
+from settings.view import WholeConfig
 from settings.zones import zones_missing
 
-if TYPE_CHECKING:
-    from settings.schema import Settings
 
-
-def deploy_warnings(config: Settings, now: datetime | None = None) -> list[tuple[KeyPath, str]]:
+def deploy_warnings(config: WholeConfig, now: datetime | None = None) -> list[tuple[KeyPath, str]]:
     """(key path, message) for what validates but will likely fail at deploy time, or is stale."""
     found: list[tuple[KeyPath, str]] = []
     for name, region in config.regions.items():
@@ -48,7 +45,7 @@ def deploy_warnings(config: Settings, now: datetime | None = None) -> list[tuple
     return found
 
 
-def _event_warnings(config: Settings, now: datetime) -> list[tuple[KeyPath, str]]:
+def _event_warnings(config: WholeConfig, now: datetime) -> list[tuple[KeyPath, str]]:
     found: list[tuple[KeyPath, str]] = []
     for index, event in enumerate(config.events):
         if event.scale_in_at <= now:
@@ -64,7 +61,7 @@ def _event_warnings(config: Settings, now: datetime) -> list[tuple[KeyPath, str]
     return found
 
 
-def _region_scale_warnings(config: Settings) -> list[tuple[KeyPath, str]]:
+def _region_scale_warnings(config: WholeConfig) -> list[tuple[KeyPath, str]]:
     """A region's hosts at their maximums plus the deploy surge against the default quotas of its one
     ALB, its target groups and its one ECS cluster: everyday at the fleets, per event at the event."""
     found: list[tuple[KeyPath, str]] = []
@@ -81,7 +78,7 @@ def _region_scale_warnings(config: Settings) -> list[tuple[KeyPath, str]]:
     return found
 
 
-def _scale_problems(config: Settings, region: str, event: EventConfig | None, when: str) -> list[str]:
+def _scale_problems(config: WholeConfig, region: str, event: EventConfig | None, when: str) -> list[str]:
     # Cell 1 takes the remainder of every split, so it is the busiest cell.
     hosts = config.peak_hosts(region, event, cell=1)
     targets = hosts * ALB_TARGETS_PER_TASK

@@ -11,7 +11,9 @@ from settings.types import EventTime, PositiveInt, RegionName, StrictModel, prob
 
 
 class EventHosts(StrictModel):
+    # The fleet's minimum while the event's bounds hold (from its ramp to its end).
     min: Annotated[int, Field(ge=0)]
+    # Its maximum, until scale_in_after_minutes after the end; may be above the fleet's own max.
     max: PositiveInt
 
     @model_validator(mode="after")
@@ -25,9 +27,14 @@ class EventConfig(StrictModel):
     """A scheduled peak: each named fleet's bounds are raised ahead of start (by the cold-start budget plus
     the margin, so hosts are serving when the doors open) and restored at end."""
 
+    # Unique among the events; names the scheduled actions (<name>-raise, <name>-restore, <name>-scale-in).
     name: Annotated[str, Field(pattern=r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")]
+    # When the event's traffic starts, ISO 8601 with an offset or Z; the raised bounds take effect a cold
+    # start and prewarm_margin_minutes before it.
     start: EventTime
+    # When it ends: the minimums come down then, the maximums scale_in_after_minutes later.
     end: EventTime
+    # Time for instance launch and boot, added to serving.cold_start_budget_seconds ahead of start.
     prewarm_margin_minutes: Annotated[int, Field(ge=0, le=24 * 60)] = 30
     # At `end` only the minimums come back down; the maximums follow this long after, while target tracking
     # scales in at its own pace. Application Auto Scaling scales in to a lowered maximum at once (its user

@@ -22,6 +22,7 @@ from settings.types import (
 class WarmPoolConfig(StrictModel):
     """Stopped hosts kept beside the group: a scale-out starts one instead of launching and booting one."""
 
+    # Stopped hosts the pool keeps at least.
     min_size: Annotated[int, Field(ge=0)] = 0
     # Hosts in service plus in the pool; unset, the pool holds the group's max minus its desired count.
     max_prepared: PositiveInt | None = None
@@ -30,10 +31,13 @@ class WarmPoolConfig(StrictModel):
 class CapacityReservationConfig(StrictModel):
     """On-Demand Capacity Reservations the fleet's group launches into: by id, or a resource group of them."""
 
+    # first: launch into the reservations while they have room, then On-Demand; only: never outside them.
     preference: Literal["capacity-reservations-first", "capacity-reservations-only"] = (
         "capacity-reservations-first"
     )
+    # The reservations' ids (cr-...).
     ids: Annotated[list[CapacityReservationId], Field(min_length=1)] | None = None
+    # Or a resource group of reservations (arn:aws:resource-groups:REGION:ACCOUNT:group/NAME).
     resource_group_arn: str | None = None
 
     @model_validator(mode="after")
@@ -51,14 +55,21 @@ class CapacityReservationConfig(StrictModel):
 class CapacityBlockConfig(StrictModel):
     """An EC2 Capacity Block for ML: reserved hosts for a fixed window, in one availability zone."""
 
+    # The Capacity Block's reservation id (cr-...).
     id: CapacityReservationId
+    # The zone the block's hosts are in: the fleet launches only there.
     availability_zone: str
 
 
 class FleetConfig(StrictModel):
+    # A Neuron instance type of the catalog: inf2.8xlarge, inf2.24xlarge, inf2.48xlarge, trn1.2xlarge,
+    # trn1.32xlarge, trn2.48xlarge.
     instance_type: str
+    # NeuronCores per engine replica; the host's NeuronCores / tensor_parallel replicas run per host.
     tensor_parallel: PositiveInt
+    # Hosts the fleet keeps in service at least (its group's and service's minimum; an event may raise it).
     min: Annotated[int, Field(ge=0)]
+    # Hosts it may scale out to; a deploy may start serving.deployment.max_surge_percent more.
     max: PositiveInt
     # Only for types without instance store: the EBS volume that holds weights and compiled artifacts.
     data_volume_gib: Annotated[int, Field(ge=50, le=16384)] = 500
@@ -131,11 +142,16 @@ class FleetConfig(StrictModel):
 
 class RegionConfig(StrictModel):
     weight: Annotated[int, Field(ge=0, le=255)]  # Route 53 weights are 0-255
+    # One fleet per instance type (a task definition maps one type's devices); every fleet serves behind the
+    # one ALB.
     fleets: Annotated[list[FleetConfig], Field(min_length=1)]
     # Seeded into the app so synth never asks AWS which zones exist; names differ in availability
     # per account, so a user whose account lacks one lists their own.
     availability_zones: Annotated[list[str], Field(min_length=2, max_length=6)] | None = None
+    # The region's VPC address range (each cell's VPC uses the same one: cells never talk to each other).
     vpc_cidr: str = "10.0.0.0/16"
+    # An ACM certificate in this region for the ALB; it must cover tls.domain_name. Unset: one is made for
+    # tls.domain_name, validated in tls.hosted_zone_id.
     certificate_arn: str | None = None
     # NAT gateways for the hosts' internet egress: one per zone by default (a zone outage must not cut the
     # other zones off), fewer to save cost, 0 for hosts that need no internet at all (S3 through the gateway
@@ -147,9 +163,11 @@ class RegionConfig(StrictModel):
     # This region's copy of the model and images (S3 and ECR replication), so a cold start reads nearby and
     # one region's S3 or ECR trouble does not stop the others from scaling out.
     artifacts_s3_uri: S3Uri | None = None
+    # This region's image per Neuron family (its ECR replica); a family it does not name uses
+    # container.image_uris.
     image_uris: ImageUris = Field(default_factory=dict)
-    # Independent serving units in the region (README, "Cells"): each its own stack with an ALB, ECS
-    # cluster, fleets and alarms; every fleet's min and max are split across them.
+    # Independent serving units in the region (docs/peak-events.md, "Cells"): each its own stack with an ALB,
+    # ECS cluster, fleets and alarms; every fleet's min and max are split across them.
     cells: Annotated[int, Field(ge=1, le=20)] = 1
 
     @field_validator("fleets")

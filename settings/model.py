@@ -10,6 +10,7 @@ from settings.types import S3Uri, StrictModel, s3_bucket, s3_prefix
 
 
 class ModelConfig(StrictModel):
+    # The Triton model clients call; the ALB's HTTP health check asks /v2/models/<name>/ready.
     name: str = "assistant"
     # Which weights (and revision) the artifacts hold: part of the compiled-artifact key, so a new model
     # never loads another model's compiled graphs.
@@ -23,10 +24,17 @@ class ModelConfig(StrictModel):
     # Weights and compiled Neuron artifacts; only the task role may read this location. A region may name its
     # own replica (regions.<name>.artifacts_s3_uri).
     artifacts_s3_uri: S3Uri
+    # Longest prompt plus output, in tokens, an engine accepts (vLLM max_model_len).
     max_model_len: Annotated[int, Field(ge=256, le=131072)] = 8192
+    # Sequences an engine replica batches at once (vLLM max_num_seqs): its serving slots.
     max_num_seqs: Annotated[int, Field(ge=1, le=512)] = 32
+    # Most output tokens a request may ask for; with serving.min_decode_tokens_per_second it sets the longest
+    # stream.
     max_output_tokens: Annotated[int, Field(ge=1, le=32768)] = 1024
+    # The data type the engine runs the weights in.
     dtype: str = "bfloat16"
+    # Let a host without complete compiled artifacts for its key compile them at start instead of refusing to
+    # start: a host compiling for an hour during a peak is an outage.
     allow_compile_on_start: bool = False
     # The shop's catalog index (`make index CATALOG=... UPLOAD=...`); hosts download and verify it at start.
     # It must lie under artifacts_s3_uri, the one prefix the serving tasks may read (a region with its own

@@ -13,7 +13,9 @@ from settings.types import StrictModel, problems_at
 class TlsConfig(StrictModel):
     # Used when a region has no certificate_arn: a certificate for domain_name, validated in this zone.
     domain_name: str = "assistant.example.com"
+    # The Route 53 hosted zone that holds domain_name's weighted records and validates its certificate.
     hosted_zone_id: str = "Z0000000000000EXAMPLE"
+    # That zone's name; domain_name must be it or a name under it.
     hosted_zone_name: str = "example.com"
 
     @model_validator(mode="after")
@@ -32,10 +34,12 @@ _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
 
 
 class WafConfig(StrictModel):
+    # AWS WAF in front of each ALB: a rate-based rule, IP reputation, known bad inputs and the core rule set.
     enabled: bool = True
     # Requests one client may send per window before WAF blocks it for the rest of the window. A stream
     # is one request, so this counts questions, not tokens. Who "one client" is, is rate_limit_key's choice.
     rate_limit_per_ip: Annotated[int, Field(ge=10, le=2_000_000_000)] = 1000
+    # The window rate_limit_per_ip counts requests over (the values AWS WAF offers).
     rate_limit_window_seconds: Literal[60, 120, 300, 600] = 300
     # What the rate limit counts per (WAF rate-based aggregation keys):
     # - ip (default): the connecting address. Right when shoppers reach the ALB directly; a shop backend,
@@ -48,7 +52,11 @@ class WafConfig(StrictModel):
     # WAF leaves requests without the key's header out of a keyed rule: source_ip_backstop_limit adds a
     # per-address rule beside it that catches them (and sizes the backend's own addresses' ceiling).
     rate_limit_key: Literal["ip", "forwarded_ip", "header"] = "ip"
+    # The header rate_limit_key reads: default X-Forwarded-For for forwarded_ip; required for header.
     rate_limit_header: str | None = None
+    # With forwarded_ip or header only: a per-address rate rule after the keyed one, which catches requests
+    # without the key's header and caps any one address (set it above what the backend's own addresses send at
+    # the peak).
     source_ip_backstop_limit: Annotated[int, Field(ge=10, le=2_000_000_000)] | None = None
 
     @field_validator("rate_limit_header")
@@ -103,12 +111,17 @@ REGION_PLACEHOLDER = "{region}"
 
 
 class ObservabilityConfig(StrictModel):
+    # The CloudWatch namespace of the container's EMF metrics (a cell of a region of several:
+    # <namespace>/cell<k>).
     metrics_namespace: str = "LLMServing"
+    # The time-to-first-token objective: the TtftP99 alarm's threshold and what the container's SlowFirstToken
+    # counts against.
     ttft_p99_threshold_ms: Annotated[int, Field(ge=50)] = 1000
-    # Who the alarms page: an address subscribed to every stack's alarm topic (confirm the mail AWS sends),
-    # and/or an SNS topic of yours (a pager, chat) that every alarm also notifies. CloudWatch notifies topics
-    # of the alarm's own region only, so with several regions write {region} where the ARN's region goes.
+    # An address subscribed to the alarm topics (each region's and the orchestrator's); it must confirm the
+    # subscription. `make deploy` refuses a config with neither this nor alarm_topic_arn.
     alarm_email: str | None = None
+    # An SNS topic of yours (a pager, chat) that every alarm also notifies. CloudWatch notifies topics of the
+    # alarm's own region only, so with several regions write {region} where the ARN's region goes.
     alarm_topic_arn: str | None = None
 
     @field_validator("alarm_topic_arn")

@@ -96,6 +96,7 @@ __all__ = [
 class Settings(StrictModel):
     """A validated kit config: what the app, stacks and planner read."""
 
+    # Names the stacks (<project>-<region>), alarms and parameters, and tags them.
     project: str = "shopping-assistant"
     # Stacks are bound to an account so that zones, ARNs and the SSM AMI parameter resolve without
     # lookups; this placeholder synthesizes anywhere, a real deploy sets the user's account.
@@ -110,8 +111,9 @@ class Settings(StrictModel):
     operations: OperationsConfig = OperationsConfig()
     deploy: DeployConfig = DeployConfig()
     # Most hosts one cell may run at its fleets' max (events included); 400 hosts plus the default 25% deploy
-    # surge are 500 tasks, 1,000 targets: the default ALB quota (README, "Cells").
+    # surge are 500 tasks, 1,000 targets: the default ALB quota (docs/peak-events.md, "Cells").
     cell_max_hosts: PositiveInt = 400
+    # Every region the kit deploys to, in deploy order (make deploy goes region by region in this order).
     regions: Annotated[dict[RegionName, RegionConfig], Field(min_length=1)]
     events: list[EventConfig] = Field(default_factory=list)
 

@@ -29,17 +29,25 @@ class ServingConfig(StrictModel):
     # would allow one batch of hosts per cold start. The cold-start allowance lives in the alarms only.
     # 0 to 10,000 s (ECS API reference, ManagedScaling.instanceWarmupPeriod; AWS's default 300 s).
     instance_warmup_seconds: Annotated[int, Field(ge=0, le=INSTANCE_WARMUP_MAX)] = 300
+    # The ECS services' health-check grace period for a new task; must cover cold_start_budget_seconds.
     health_check_grace_seconds: Annotated[int, Field(ge=60)] = 2400
     # Slowest decode rate the service promises; with max_output_tokens it bounds the longest stream.
     min_decode_tokens_per_second: Annotated[float, Field(gt=0)] = 5.0
+    # Longest wait for a first token the service allows: with max_output_tokens and
+    # min_decode_tokens_per_second it sets the longest stream, which the ALB's idle timeout and deregistration
+    # delay cover.
     prefill_budget_seconds: Annotated[int, Field(ge=1, le=600)] = 30
+    # Shared memory (/dev/shm) of the serving container, which Triton's Python backend uses.
     shared_memory_mib: Annotated[int, Field(ge=64, le=65536)] = 4096
     # Requests an engine replica lets wait beyond its max_num_seqs batch slots; past it a request is refused
     # at once (UNAVAILABLE, counted as Shed) so the client or the ALB's next pick goes to a host with room.
     # None: the container's default, one more batch (max_num_seqs). 0 refuses whatever finds no free slot.
     max_queued_per_replica: Annotated[int, Field(ge=0, le=4096)] | None = None
+    # Triton's gRPC port in the container (the ALB's gRPC target group).
     grpc_port: Annotated[int, Field(ge=1024, le=65535)] = 8001
+    # Triton's HTTP port in the container (the ALB's HTTP target group and health check).
     http_port: Annotated[int, Field(ge=1024, le=65535)] = 8000
+    # Triton's Prometheus metrics port in the container (not exposed through the ALB).
     metrics_port: Annotated[int, Field(ge=1024, le=65535)] = 8002
     deployment: DeploymentConfig = DeploymentConfig()
 
@@ -68,6 +76,7 @@ class ContainerConfig(StrictModel):
     # without an entry are built from container/ as a CDK asset (SDK 2.28); Trn2 must name its image. A
     # region may name its own replica.
     image_uris: ImageUris = Field(default_factory=dict)
+    # Days the serving and orchestrator log groups keep their logs.
     log_retention_days: Annotated[int, Field(ge=1)] = 30
     # A released ECS Neuron AMI name, or "recommended" to follow AWS's latest at every deploy.
     neuron_ami_release: str = DEFAULT_NEURON_AMI_RELEASE
