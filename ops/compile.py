@@ -247,7 +247,7 @@ NEEDED = {"cluster", "TaskDefinition", "CapacityProvider"}
 def bootstrap(cdk: Sequence[str], config: str, assembly: Path, stack: str) -> None:
     """Create a region's first stack from the first-create assembly: fleets at zero, so the compile has a
     cluster and a capacity provider of each type before any service needs the artifacts."""
-    from ops.deploy_waves import deploy_stack, synthesize_first_create
+    from ops.cdk_cli import deploy_stack, synthesize_first_create
 
     if not (assembly / "manifest.json").is_file():
         synthesize_first_create(cdk, config, assembly)

@@ -34,6 +34,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ops.cdk_cli import deploy_stack, synthesize_first_create
 from ops.credentials import has_credentials, no_credentials_message
 from ops.preflight.assembly import AssemblyError, read_template, scheduled_starts
 from ops.preflight.checks import Status, schedule_findings
@@ -51,8 +52,6 @@ STABLE_TIMEOUT_SECONDS = 30 * 60.0  # only where no config says better (tests, a
 # Beyond the rolling deploy's own time (rounds x cold-start budget): host launch, ECS registration and the
 # ALB's health checks before ECS counts a task as running.
 STABLE_MARGIN_SECONDS = 15 * 60.0
-# `cdk synth -c first_create=true`: every load balancer without deletion protection (stacks/serving_app.py).
-FIRST_CREATE_CONTEXT = "first_create"
 DESCRIBE_SERVICES_BATCH = 10  # DescribeServices takes at most 10 services per call
 
 
@@ -268,38 +267,6 @@ def assembly_stacks(assembly: Path) -> set[str]:
         for name, artifact in manifest.get("artifacts", {}).items()
         if artifact.get("type") == "aws:cloudformation:stack"
     }
-
-
-def synthesize_first_create(cdk: Sequence[str], config: str, assembly: Path) -> None:
-    """The assembly a stack created now comes from: the same stacks, deletion protection off."""
-    shutil.rmtree(assembly, ignore_errors=True)
-    subprocess.run(
-        [
-            *cdk,
-            "synth",
-            "--quiet",
-            "-c",
-            f"config={config}",
-            "-c",
-            f"{FIRST_CREATE_CONTEXT}=true",
-            "-o",
-            str(assembly),
-        ],
-        check=True,
-    )
-
-
-def deploy_stack(cdk: Sequence[str], assembly: Path, stack: str, *, approve: bool = False) -> None:
-    """Without approval the CLI still deploys what does not broaden security (`broadening`: it asks only for
-    IAM and security-group widening, which the security diff before each wave has already stopped), so it
-    never waits for a terminal that CI does not have."""
-    # --exclusively: no stack drags another along (they share no values: docs/architecture.md, "What it
-    # deploys").
-    approval = "never" if approve else "broadening"
-    subprocess.run(
-        [*cdk, "deploy", "--app", str(assembly), "--exclusively", "--require-approval", approval, stack],
-        check=True,
-    )
 
 
 def security_diff(cdk: Sequence[str], assembly: Path, stack: str) -> list[str]:
