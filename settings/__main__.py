@@ -20,9 +20,16 @@ def main(argv: list[str]) -> int:
     except ConfigError as error:
         print(f"config error:\n{error}", file=sys.stderr)
         return 1
-    if loaded.warnings:
+    if loaded.quota_warnings:
+        print(
+            "account quotas: this config needs more than AWS's defaults; raise them before the first deploy "
+            "(`make preflight` reads your account's values):\n" + "\n".join(loaded.quota_warnings),
+            file=sys.stderr,
+        )
+    found = (*loaded.warnings, *loaded.readiness)
+    if found:
         label = "config error (--strict)" if args.strict else "config warning"
-        print(f"{label}:\n" + "\n".join(loaded.warnings), file=sys.stderr)
+        print(f"{label}:\n" + "\n".join(found), file=sys.stderr)
         if args.strict:
             return 1
     for name, region in loaded.settings.regions.items():

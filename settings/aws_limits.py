@@ -1,5 +1,7 @@
 """Service limits the config is validated against and the constructs size things by: one place each."""
 
+from dataclasses import dataclass
+
 # ECS caps a container health check's start period at 300 s and its retries at 10 at an interval of
 # at most 300 s: past that no container health check can cover a cold start.
 CONTAINER_START_PERIOD_MAX = 300
@@ -26,3 +28,41 @@ ALB_TARGETS_PER_TARGET_GROUP = 1000
 ALB_TARGETS_PER_TASK = 2
 # ECS managed scaling's instance warm-up is 0 to 10,000 s (ECS API reference, ManagedScaling).
 INSTANCE_WARMUP_MAX = 10000
+
+
+# ---- account quotas a first deploy meets (Service Quotas codes; defaults per region unless said) -------
+# Each cell is its own VPC (README, "Cells"): one VPC, one internet gateway (the ALB's public subnets) and one
+# NAT gateway, with its Elastic IP, per zone that holds a NAT gateway. Amazon VPC quotas ("Amazon VPC quotas"
+# in the VPC user guide; codes as the Service Quotas console lists them under services `vpc` and `ec2`).
+@dataclass(frozen=True)
+class AccountQuota:
+    """One adjustable account quota: where Service Quotas keeps it and the value a new account starts with."""
+
+    service: str  # Service Quotas service code
+    code: str
+    name: str
+    default: int
+
+
+ELASTIC_IPS = AccountQuota("ec2", "L-0263D0A3", "EC2-VPC Elastic IPs", 5)
+VPCS_PER_REGION = AccountQuota("vpc", "L-F678F1CE", "VPCs per Region", 5)
+NAT_GATEWAYS_PER_ZONE = AccountQuota("vpc", "L-FE5A380F", "NAT gateways per Availability Zone", 5)
+INTERNET_GATEWAYS_PER_REGION = AccountQuota("vpc", "L-A4707A72", "Internet gateways per Region", 5)
+# Lambda: concurrent executions per region (new accounts have been seen with 10 or 50). A function may
+# reserve concurrency only while at least UNRESERVED_CONCURRENCY_MIN stays unreserved for all the others
+# (Lambda developer guide, "Configuring reserved concurrency").
+LAMBDA_CONCURRENCY = AccountQuota("lambda", "L-B99A9384", "Concurrent executions", 1000)
+UNRESERVED_CONCURRENCY_MIN = 100
+# Lambda: all of a function's environment variables together, keys and values, 4 KB (not adjustable).
+LAMBDA_ENVIRONMENT_BYTES = 4096
+# SSM Parameter Store: a standard parameter's value holds 4 KB, an advanced one's 8 KB (priced per
+# parameter-month), so a larger value is refused at synth.
+SSM_STANDARD_VALUE_BYTES = 4096
+SSM_ADVANCED_VALUE_BYTES = 8192
+ACCOUNT_QUOTAS = (
+    ELASTIC_IPS,
+    VPCS_PER_REGION,
+    NAT_GATEWAYS_PER_ZONE,
+    INTERNET_GATEWAYS_PER_REGION,
+    LAMBDA_CONCURRENCY,
+)

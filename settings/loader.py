@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from settings.quotas import default_quota_warnings
 from settings.schema import Settings
 
 KeyPath = tuple[str | int, ...]
@@ -252,6 +253,12 @@ def validation_messages(
 class LoadedConfig:
     settings: Settings
     warnings: tuple[str, ...]  # "file:line: key.path: message", like errors, for what may fail at deploy
+    # Same form: what the config needs above AWS's default account quotas (settings/quotas.py). Not turned
+    # into errors by --strict: an account may have raised them, which the preflight reads.
+    quota_warnings: tuple[str, ...] = ()
+    # Same form: what a production deploy needs beyond a valid config (Settings.readiness_problems); warnings
+    # like the others, errors under --strict, which `make deploy` uses.
+    readiness: tuple[str, ...] = ()
 
 
 def load_config(path: str | Path) -> LoadedConfig:
@@ -265,7 +272,13 @@ def load_config(path: str | Path) -> LoadedConfig:
     except ValidationError as error:
         raise ConfigError("\n".join(validation_messages(error, data, documents))) from None
     warnings = tuple(_located(loc, message, data, documents) for loc, message in settings.warnings())
-    return LoadedConfig(settings, warnings)
+    quota_warnings = tuple(
+        _located(loc, message, data, documents) for loc, message in default_quota_warnings(settings)
+    )
+    readiness = tuple(
+        _located(loc, message, data, documents) for loc, message in settings.readiness_problems()
+    )
+    return LoadedConfig(settings, warnings, quota_warnings, readiness)
 
 
 def load_model(path: str | Path, model: type[Model]) -> tuple[Model, Document]:

@@ -17,6 +17,10 @@ class ModelConfig(StrictModel):
     model_id: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._/@:-]+$")] = (
         "llama-3.1-8b-instruct"
     )
+    # The weights' revision (a Hugging Face commit, or your own version name): the task definition sets it
+    # as MODEL_REVISION, which the compiled-artifact key holds, so new weights under the same model_id never
+    # load graphs compiled for the old ones. `make deploy` refuses an empty one.
+    revision: Annotated[str, Field(max_length=100, pattern=r"^[A-Za-z0-9._/@:-]*$")] = ""
     # Weights and compiled Neuron artifacts; only the task role may read this location. A region may name its
     # own replica (regions.<name>.artifacts_s3_uri).
     artifacts_s3_uri: S3Uri

@@ -104,6 +104,12 @@ class OperationsConfig(StrictModel):
     ecs_exec: bool = False  # ECS Exec into the serving containers, logged to the encrypted log group
 
 
+SNS_TOPIC_ARN = re.compile(
+    r"^arn:aws[a-z-]*:sns:(?P<region>[a-z0-9-]+|\{region\}):\d{12}:[A-Za-z0-9_-]{1,256}$"
+)
+REGION_PLACEHOLDER = "{region}"
+
+
 class ObservabilityConfig(StrictModel):
     # The CloudWatch namespace of the container's EMF metrics (a cell of a region of several:
     # <namespace>/cell<k>).
@@ -112,5 +118,42 @@ class ObservabilityConfig(StrictModel):
     # counts against.
     ttft_p99_threshold_ms: Annotated[int, Field(ge=50)] = 1000
     # An address subscribed to the alarm topics (each region's and the orchestrator's); it must confirm the
-    # subscription.
+    # subscription. `make deploy` refuses a config with neither this nor alarm_topic_arn.
     alarm_email: str | None = None
+    # An SNS topic of yours (a pager, chat) that every alarm also notifies. CloudWatch notifies topics of the
+    # alarm's own region only, so with several regions write {region} where the ARN's region goes.
+    alarm_topic_arn: str | None = None
+
+    @field_validator("alarm_topic_arn")
+    @classmethod
+    def _topic_arn(cls, value: str | None) -> str | None:
+        if value is not None and not SNS_TOPIC_ARN.match(value):
+            raise ValueError(
+                "not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME, with {region} for the alarm's region)"
+            )
+        return value
+
+    def alarm_topic(self, region: str) -> str | None:
+        """The topic the region's alarms notify, its region filled in."""
+        return self.alarm_topic_arn.replace(REGION_PLACEHOLDER, region) if self.alarm_topic_arn else None
+
+    @property
+    def pages_someone(self) -> bool:
+        return bool(self.alarm_email or self.alarm_topic_arn)
+
+    def topic_region_problems(self, regions: set[str]) -> list[tuple[tuple[str, ...], str]]:
+        """A topic ARN naming one region, while alarms live in others: CloudWatch cannot notify it."""
+        if not self.alarm_topic_arn or REGION_PLACEHOLDER in self.alarm_topic_arn:
+            return []
+        topic_region = SNS_TOPIC_ARN.match(self.alarm_topic_arn)["region"]  # type: ignore[index]
+        others = sorted(regions - {topic_region})
+        if not others:
+            return []
+        return [
+            (
+                ("observability", "alarm_topic_arn"),
+                f"the topic is in {topic_region}, but alarms in {', '.join(others)} can notify only a topic "
+                "of their own region: write {region} in place of the ARN's region and create the topic in "
+                "each",
+            )
+        ]

@@ -34,6 +34,10 @@ class RoutingConfig(StrictModel):
     # Runs (minutes) a weighted record whose region left config keeps its weight before the orchestrator
     # sets it to 0 (a region removed by mistake and put back in time loses nothing); deletion is by hand.
     remove_after_runs: Annotated[int, Field(ge=1, le=1440)] = 10
+    # One orchestrator run at a time is kept by a run lock (a DynamoDB conditional write) in every account;
+    # true adds reserved concurrency 1, which Lambda allows only where the account keeps 100 unreserved
+    # besides it (`make preflight` reads the account's concurrency and says whether it fits).
+    reserved_concurrency: bool = False
 
     @model_validator(mode="after")
     def _drain_after_confirming(self) -> Self:

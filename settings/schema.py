@@ -11,7 +11,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from settings.aws_limits import DEREGISTRATION_DELAY_MAX
+from settings.aws_limits import DEREGISTRATION_DELAY_MAX, ELASTIC_IPS
 from settings.cells import Cell, split_hosts
 from settings.cross_checks import (
     capacity_block_zone_problems,
@@ -171,6 +171,7 @@ class Settings(StrictModel):
                 if strays:
                     raise ValueError(f"regions.{name}.availability_zones {strays} are not zones of {name}")
         problems = [
+            *self.observability.topic_region_problems({self.orchestrator_region, *self.regions}),
             *cell_problems(self),
             *capacity_block_zone_problems(self),
             *event_problems(self),
@@ -189,6 +190,29 @@ class Settings(StrictModel):
     def warnings(self, now: datetime | None = None) -> list[tuple[KeyPath, str]]:
         """(key path, message) for what validates but will likely fail at deploy time, or is stale."""
         return deploy_warnings(self, now)
+
+    def readiness_problems(self) -> list[tuple[KeyPath, str]]:
+        """What a production deploy needs beyond a valid config: the weights' revision, which keys the
+        compiled artifacts, and someone the alarms page."""
+        found: list[tuple[KeyPath, str]] = []
+        if not self.model.revision:
+            found.append(
+                (
+                    ("model",),
+                    "revision is not set: compiled artifacts would be keyed without the weights' revision, "
+                    "and new weights under the same model_id would load the old graphs; set model.revision",
+                )
+            )
+        if not self.observability.pages_someone:
+            found.append(
+                (
+                    ("observability",),
+                    "alarms page no one: set alarm_email (an address to confirm) or alarm_topic_arn (your "
+                    "pager's SNS topic, {region} for each region's); `make deploy` refuses a config without "
+                    "either",
+                )
+            )
+        return found
 
     def peak_hosts(self, region: str, event: EventConfig | None = None, cell: int = 1) -> int:
         """Hosts one cell of the region (the region itself when it is one cell) may run at once: each
@@ -274,8 +298,15 @@ class Settings(StrictModel):
         return fleet_zones(region, fleet.instance_type, zones)
 
     def nat_gateways(self, region: str) -> int:
+        """NAT gateways in each cell's VPC: as configured; by default one per zone, but no more than the
+        region's cells together fit in the default 5 Elastic IPs (at least one per cell). The hosts reach S3,
+        ECR, ECS, Logs, STS and SSM through endpoints, so a zone without its own NAT gateway loses only its
+        internet egress, through another zone's gateway, when that zone fails (README, "Quotas")."""
         configured = self.regions[region].nat_gateways
-        return len(self.availability_zones(region)) if configured is None else configured
+        if configured is not None:
+            return configured
+        zones = len(self.availability_zones(region))
+        return min(zones, max(1, ELASTIC_IPS.default // self.regions[region].cells))
 
     def artifacts_s3_uri(self, region: str) -> str:
         return self.regions[region].artifacts_s3_uri or self.model.artifacts_s3_uri

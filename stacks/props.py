@@ -27,12 +27,18 @@ from cdk_constructs.observability import ObservabilityProps
 from cdk_constructs.routing_endpoint import RoutingEndpointProps
 from cdk_constructs.traffic_orchestrator import OrchestratorProps, RegionReads
 from cdk_constructs.web_acl import WebAclProps
+from orchestrator.routing import config_source
 from settings.cells import Cell, split_hosts
 from settings.schema import FleetConfig, Settings, s3_bucket, s3_prefix
 from stacks import routing_names
 
 # Re-exported: the app and the tests name stacks through this module.
-from stacks.routing_names import POWERTOOLS_VERSION, degraded_alarm_name, unfit_alarm_name
+from stacks.routing_names import (
+    POWERTOOLS_VERSION,
+    degraded_alarm_name,
+    neuron_ami_parameter,
+    unfit_alarm_name,
+)
 from stacks.routing_names import stack_name as stack_name
 
 # The orchestrator Lambda's code: a plain folder, staged as it is.
@@ -58,9 +64,6 @@ DEFAULT_MAX_TOKENS = 256
 # and its load overload the others in turn; at 0.6 every shipped scenario holds the SLO. Continuous
 # batching's p99 climbs steeply in the last quarter of the slots (the planner's knee, `make plan-plot`).
 TARGET_BATCH_UTILIZATION = 0.6
-# AWS's public SSM tree of ECS-optimized AL2023 Neuron AMIs: one parameter per released AMI name beside
-# `recommended` (ECS developer guide, "Retrieving Amazon ECS-optimized Linux AMI metadata").
-NEURON_AMI_SSM_PATH = "/aws/service/ecs/optimized-ami/amazon-linux-2023/neuron"
 
 
 def ready_path(settings: Settings) -> str:
@@ -114,7 +117,10 @@ def web_acl_props(settings: Settings, region: str, cell: int = 1) -> WebAclProps
     )
 
 
-def load_balancer_props(settings: Settings, region: str, cell: int = 1) -> LoadBalancerProps:
+def load_balancer_props(
+    settings: Settings, region: str, cell: int = 1, *, first_create: bool = False
+) -> LoadBalancerProps:
+    """`first_create`: the stack is being created; deletion protection waits for a second deploy."""
     arn = settings.regions[region].certificate_arn
     certificate: CertificateFromArn | CertificateFromDns = (
         CertificateFromArn(arn)
@@ -132,7 +138,7 @@ def load_balancer_props(settings: Settings, region: str, cell: int = 1) -> LoadB
         served_models=(settings.model.name,),
         idle_timeout_seconds=longest,
         deregistration_delay_seconds=longest,
-        deletion_protection=settings.load_balancer.deletion_protection,
+        deletion_protection=settings.load_balancer.deletion_protection and not first_create,
         web_acl=web_acl_props(settings, region, cell),
     )
 
@@ -155,6 +161,8 @@ def engine_environment(settings: Settings, region: str) -> tuple[tuple[str, str]
         ("MODEL_S3_URI", f"{root}/weights/"),
         ("COMPILED_ARTIFACTS_S3_URI", f"{root}/compiled/"),
         ("MODEL_ID", model.model_id),
+        # Part of the compiled-artifact key (container/entrypoint/artifact_key.py GRAPH_VARIABLES).
+        ("MODEL_REVISION", model.revision),
         ("ALLOW_COMPILE", "true" if model.allow_compile_on_start else "false"),
         ("ENGINE_MAX_MODEL_LEN", str(model.max_model_len)),
         ("ENGINE_MAX_NUM_SEQS", str(model.max_num_seqs)),
@@ -261,22 +269,29 @@ def capacity_block_props(fleet: FleetConfig) -> CapacityBlockProps | None:
     return CapacityBlockProps(block.id, block.availability_zone) if block else None
 
 
-def neuron_ami_parameter(release: str) -> str:
-    """The SSM parameter holding the AMI id of one named release, or of AWS's latest for "recommended"."""
-    return f"{NEURON_AMI_SSM_PATH}/{release}/image_id"
-
-
 def target_requests_in_flight(settings: Settings, fleet: FleetConfig) -> float:
     """Streams in flight per host at which the fleet adds a host: a share of the host's serving slots."""
     return round(fleet.serving_slots(settings.model.max_num_seqs) * TARGET_BATCH_UTILIZATION, 2)
 
 
 def fleet_props(
-    settings: Settings, region: str, fleet: FleetConfig, now: datetime | None = None, cell: int = 1
+    settings: Settings,
+    region: str,
+    fleet: FleetConfig,
+    now: datetime | None = None,
+    cell: int = 1,
+    *,
+    bootstrap: bool = False,
 ) -> FleetProps:
+    """`bootstrap`: the stack's first creation (ops/compile.py, ops/deploy_waves.py), its fleet at zero
+    tasks and no scheduled changes, so the cluster exists for the compile task before any host needs the
+    compiled artifacts; the deploy after it raises the bounds (Application Auto Scaling scales out to a
+    raised minimum) and schedules the events."""
     serving = settings.serving
     schedule = fleet_schedule(settings, region, fleet, now or datetime.now(UTC), cell)
     min_hosts, max_hosts = settings.cell_bounds(settings.cell(region, cell), fleet)
+    if bootstrap:
+        min_hosts, schedule = 0, FleetSchedule(())
     return FleetProps(
         instance=fleet.instance,
         offered_in_region=fleet.instance.offered_in(region),
@@ -304,6 +319,7 @@ def fleet_props(
         model_name=settings.model.name,
         session_manager=settings.operations.session_manager,
         ecs_exec=settings.operations.ecs_exec,
+        bootstrap=bootstrap,
     )
 
 
@@ -320,6 +336,7 @@ def observability_props(settings: Settings, region: str, cell: int = 1) -> Obser
         target_error_share=settings.routing.error_share,
         unfit_minutes=settings.routing.bad_runs_to_drain,
         alarm_email=settings.observability.alarm_email,
+        alarm_topic_arn=settings.observability.alarm_topic(region),
     )
 
 
@@ -327,10 +344,22 @@ def global_stack_name(settings: Settings) -> str:
     return f"{settings.project}-global"
 
 
+def orchestrator_config_parameter(settings: Settings, config_sha256: str) -> str:
+    """The config's SSM parameter, named for its content: a deploy that changes the config creates the new
+    parameter before the function moves to it and deletes the old one after, so no function ever reads a
+    config it was not deployed with (orchestrator/routing/config_source.py)."""
+    return f"/{settings.project}/routing/config-{config_sha256[:16]}"
+
+
 def orchestrator_props(settings: Settings) -> OrchestratorProps:
+    config_json = routing_names.orchestrator_config(settings).to_json()
+    sha256 = config_source.digest(config_json)
     return OrchestratorProps(
         code_directory=str(ORCHESTRATOR_DIRECTORY),
-        config_json=routing_names.orchestrator_config(settings).to_json(),
+        config_value=config_source.encode(config_json),
+        config_parameter=orchestrator_config_parameter(settings, sha256),
+        config_sha256=sha256,
+        reserved_concurrency=settings.routing.reserved_concurrency,
         routing_metrics_namespace=routing_names.routing_metrics_namespace(settings),
         hosted_zone_id=settings.tls.hosted_zone_id,
         record_name=settings.tls.domain_name,
@@ -349,6 +378,7 @@ def orchestrator_props(settings: Settings) -> OrchestratorProps:
         powertools_version=POWERTOOLS_VERSION,
         log_retention_days=settings.container.log_retention_days,
         alarm_email=settings.observability.alarm_email,
+        alarm_topic_arn=settings.observability.alarm_topic(settings.orchestrator_region),
     )
 
 

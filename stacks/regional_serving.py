@@ -20,7 +20,16 @@ from stacks import props
 
 
 class RegionalServing(Stack):
-    def __init__(self, scope: Construct, id: str, *, settings: Settings, region: str, cell: int = 1) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        settings: Settings,
+        region: str,
+        cell: int = 1,
+        first_create: bool = False,
+    ) -> None:
         this = settings.cell(region, cell)
         where = region if this.count == 1 else f"{region}, cell {cell} of {this.count}"
         super().__init__(
@@ -43,7 +52,7 @@ class RegionalServing(Stack):
         load_balancer = ServingLoadBalancer(
             self,
             "LoadBalancer",
-            props=props.load_balancer_props(settings, region, cell),
+            props=props.load_balancer_props(settings, region, cell, first_create=first_create),
             vpc=network.vpc,
             logs=logs,
         )
@@ -63,7 +72,7 @@ class RegionalServing(Stack):
             NeuronFleet(
                 self,
                 f"Fleet-{fleet.instance_type}",
-                props=props.fleet_props(settings, region, fleet, cell=cell),
+                props=props.fleet_props(settings, region, fleet, cell=cell, bootstrap=first_create),
                 cluster=cluster,
                 targets=targets,
                 task_role=model_store.task_role,

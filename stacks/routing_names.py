@@ -14,6 +14,14 @@ from settings.schema import Settings
 # per runtime and version in every region (Powertools docs, "Lambda Layer", SSM parameter).
 POWERTOOLS_VERSION = "3.37.0"
 POWERTOOLS_RUNTIME = "python3.14"
+# AWS's public SSM tree of ECS-optimized AL2023 Neuron AMIs: one parameter per released AMI name beside
+# `recommended` (ECS developer guide, "Retrieving Amazon ECS-optimized Linux AMI metadata").
+NEURON_AMI_SSM_PATH = "/aws/service/ecs/optimized-ami/amazon-linux-2023/neuron"
+
+
+def neuron_ami_parameter(release: str) -> str:
+    """The SSM parameter holding the AMI id of one named release, or of AWS's latest for "recommended"."""
+    return f"{NEURON_AMI_SSM_PATH}/{release}/image_id"
 
 
 def stack_name(settings: Settings, region: str, cell: int = 1) -> str:

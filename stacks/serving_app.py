@@ -27,7 +27,12 @@ def app_context(settings: Settings) -> dict[str, Any]:
     return context
 
 
-def build_app(settings: Settings, *, outdir: str | None = None, nag: bool = True) -> App:
+def build_app(
+    settings: Settings, *, outdir: str | None = None, nag: bool = True, first_create: bool = False
+) -> App:
+    """`first_create`: the assembly `make deploy` creates new stacks from, their load balancers without
+    deletion protection, which a second deploy of the normal assembly turns on (ops/deploy_waves.py): a first
+    creation that fails after its ALB exists then rolls back instead of ending in ROLLBACK_FAILED."""
     app = App(context=app_context(settings), outdir=outdir)
     # A stack per cell: each cell deploys (and fails) on its own.
     for cell in settings.all_cells:
@@ -37,6 +42,7 @@ def build_app(settings: Settings, *, outdir: str | None = None, nag: bool = True
             settings=settings,
             region=cell.region,
             cell=cell.index,
+            first_create=first_create,
         )
     GlobalRouting(app, global_stack_name(settings), settings=settings)
     if nag:

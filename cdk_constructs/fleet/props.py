@@ -101,6 +101,9 @@ class FleetProps:
     warm_pool: WarmPoolProps | None = None
     capacity_reservation: CapacityReservationProps | None = None
     capacity_block: CapacityBlockProps | None = None
+    # The stack's first creation: the service starts with 0 tasks (min_hosts is 0 too), so nothing needs the
+    # compiled artifacts before `make compile` has run on the cluster this creates.
+    bootstrap: bool = False
 
     @property
     def deployed_bounds(self) -> tuple[int, int]:

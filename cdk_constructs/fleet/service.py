@@ -35,6 +35,12 @@ class _AfterCapacityProviderAssociations:
                     node.node.add_dependency(child)
 
 
+# Failed tasks after which the circuit breaker rolls a deploy back. ECS's default threshold is half the
+# desired count (between 3 and 200): 132 failed tasks at 264 desired, about 80 minutes of cold starts at
+# the peak, before a broken image is rolled back. A fixed count (ThresholdConfiguration type COUNT, ECS API
+# reference) judges the new task set at once: with one task per host a healthy deploy fails almost no
+# task, and three failed is the image, not a host.
+FAILED_TASKS_TO_ROLL_BACK = 3
 # Container Insights publishes the service's task counts once a minute.
 TASK_COUNT_PERIOD_SECONDS = 60
 
@@ -108,6 +114,13 @@ class ServingService(Construct):
             propagate_tags=ecs.PropagatedTagSource.SERVICE,
             # Audited through the cluster's execute-command configuration (encrypted, logged).
             enable_execute_command=props.ecs_exec,
+            # Unset, a redeploy never resets the count scaling chose (removeDefaultDesiredCount); a bootstrap
+            # creates the service with none, so no task waits for artifacts not compiled yet.
+            desired_count=0 if props.bootstrap else None,
+        )
+        self.service.node.default_child.add_property_override(
+            "DeploymentConfiguration.DeploymentCircuitBreaker.ThresholdConfiguration",
+            {"Type": "COUNT", "Value": FAILED_TASKS_TO_ROLL_BACK},
         )
         if props.ecs_exec:
             self._acknowledge_exec_grants(cluster, task_definition)

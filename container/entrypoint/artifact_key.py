@@ -40,8 +40,61 @@ INSTANCE_TYPE_ENV = "INSTANCE_TYPE"
 HARDWARE_TARGETS = {"inf2": "inf2", "trn1": "trn1", "trn1n": "trn1", "trn2": "trn2", "trn2u": "trn2"}
 
 
+# Variables of the container's environment that change the compiled graphs or the scheduling they are
+# compiled for, beyond the engine settings (model.json and ENGINE_*): each is part of the key, so the task
+# definition and the compile task must agree on all of them. DISABLE_NEURON_CUSTOM_SCHEDULER switches the
+# Neuron plugin's scheduler (its batching shapes); NEURON_LOGICAL_NC_CONFIG sets how many physical cores make
+# one logical NeuronCore on Trn2, which changes the graphs' sharding. The revisions name what was compiled.
+GRAPH_VARIABLES = (
+    "MODEL_ID",
+    "MODEL_REVISION",
+    "INSTANCE_TYPE",
+    "NEURON_CC_FLAGS",
+    "DISABLE_NEURON_CUSTOM_SCHEDULER",
+    "NEURON_LOGICAL_NC_CONFIG",
+    "QUANTIZED_CHECKPOINT_REVISION",
+    "DRAFT_MODEL_REVISION",
+)
+SCHEDULER_VARIABLES = ("DISABLE_NEURON_CUSTOM_SCHEDULER", "NEURON_LOGICAL_NC_CONFIG")
+# The toolchain the kit's serving image is built on (container/Dockerfile: the base image's Neuron SDK and
+# its compiler, neuronx-cc, as the SDK 2.28 release content lists it). Keys are computed with this pin, so
+# `make compile` and the preflight know every fleet's key without the image; a container whose installed
+# compiler or SDK differs from the pin refuses to start (pinned_toolchain), so a pin left behind an image
+# update is a clear stop, not artifacts compiled for another toolchain.
+SDK_VARIABLE = "NEURON_SDK_VERSION"
+TOOLCHAIN_PIN = (("neuron-sdk", "2.28.0"), ("neuronx-cc", "2.23.6484.0"))
+
+
 class ArtifactKeyError(ValueError):
     """An input the key needs is missing or malformed; the message names the setting."""
+
+
+def pinned_toolchain(
+    installed: tuple[tuple[str, str], ...],
+    environ: Mapping[str, str],
+    pin: tuple[tuple[str, str], ...] = TOOLCHAIN_PIN,
+) -> tuple[tuple[str, str], ...]:
+    """The pin, once the image is shown to carry it: its compiler installed at the pinned version and its
+    Neuron SDK (the image's NEURON_SDK_VERSION) the pinned release."""
+    wanted = dict(pin)
+    found = dict(installed)
+    problems = []
+    if found.get(COMPILER_PACKAGE) != wanted[COMPILER_PACKAGE]:
+        problems.append(
+            f"{COMPILER_PACKAGE} {found.get(COMPILER_PACKAGE)} installed, {wanted[COMPILER_PACKAGE]} pinned"
+        )
+    if environ.get(SDK_VARIABLE) != wanted["neuron-sdk"]:
+        problems.append(
+            f"{SDK_VARIABLE}={environ.get(SDK_VARIABLE)!r}, Neuron SDK {wanted['neuron-sdk']} pinned"
+        )
+    if problems:
+        raise ArtifactKeyError(
+            "image: not the toolchain the kit keys compiled artifacts by ("
+            + "; ".join(problems)
+            + "); update "
+            "TOOLCHAIN_PIN in entrypoint/artifact_key.py with the image, then `make compile`"
+        )
+    return tuple(sorted(pin))
 
 
 @dataclass(frozen=True)
@@ -65,6 +118,8 @@ class CompileInputs:
     block_size: int = 0
     draft_revision: str = ""
     quantized_checkpoint_revision: str = ""
+    # The SCHEDULER_VARIABLES set in the environment, as (name, value) pairs.
+    scheduler: tuple[tuple[str, str], ...] = ()
 
     def canonical(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
@@ -209,6 +264,7 @@ def compile_inputs(
         block_size=int(settings.get("block_size") or 0),
         draft_revision=draft_revision if speculation else "",
         quantized_checkpoint_revision=checkpoint_revision if quantized else "",
+        scheduler=tuple((name, environ[name]) for name in SCHEDULER_VARIABLES if environ.get(name)),
     )
 
 

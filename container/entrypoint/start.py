@@ -37,6 +37,7 @@ from entrypoint.artifact_key import (
     compile_inputs,
     completion_manifest,
     installed_toolchain,
+    pinned_toolchain,
 )
 from entrypoint.s3_fetch import (
     FetchError,
@@ -47,6 +48,7 @@ from entrypoint.s3_fetch import (
     list_keys,
 )
 from entrypoint.triton_install import TritonInstall, TritonInstallError
+from entrypoint.weights import fetch as fetch_weights
 from serving.engine_settings import EngineSettingsError, engine_settings
 from serving.replicas import ReplicaError, replicas_per_host, with_instance_count
 
@@ -112,7 +114,11 @@ def plan_start(
     model_json = repository / SERVED_MODEL / "1" / "model.json"
     try:
         settings: dict[str, Any] = engine_settings(model_json, environ)
-        inputs = compile_inputs(settings, environ, installed_toolchain() if toolchain is None else toolchain)
+        # The kit's pin, verified against the image (artifact_key.pinned_toolchain): offline tools key the
+        # same artifacts (`make compile`, the preflight). Tests hand in a toolchain of their own.
+        if toolchain is None:
+            toolchain = pinned_toolchain(installed_toolchain(), environ)
+        inputs = compile_inputs(settings, environ, toolchain)
         key = artifact_key(inputs)
         replicas = replicas_per_host(environ)
     except (EngineSettingsError, ArtifactKeyError, ReplicaError) as err:
@@ -258,7 +264,8 @@ def fetch(plan: StartPlan, s3) -> str:
             if not plan.allow_compile:
                 _read_only(plan.artifacts_dir)
             artifacts_note = f"artifacts: {count} from {plan.artifacts}"
-        weights = download_prefix(s3, plan.weights, plan.model_dir)
+        # The build the weights' pointer names, checked file by file against its manifest (weights.py).
+        weights = fetch_weights(s3, plan.weights, plan.model_dir)
         if plan.quantized_checkpoint is not None:
             location, path = plan.quantized_checkpoint
             download_prefix(s3, location, path)

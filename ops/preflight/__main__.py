@@ -14,11 +14,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ops.compile import FleetArtifact, fleet_artifacts, manifest_exists
 from ops.preflight.assembly import AssemblyError, read_template, scheduled_starts
 from ops.preflight.aws import (
     ECS_SERVICE_CODE,
+    applied_quota,
     capacity_reservations,
+    elastic_ip_limit,
     elb_limits,
+    lambda_concurrency,
+    network_use,
     parameter_exists,
     quota_values,
     quotas_by_name,
@@ -26,8 +31,14 @@ from ops.preflight.aws import (
 )
 from ops.preflight.checks import (
     ECS_CONTAINER_INSTANCES,
+    ELB_SERVICE_CODE,
+    ELB_TARGETS_PER_TARGET_GROUP,
     Finding,
     Status,
+    account_quota_findings,
+    ami_finding,
+    artifact_finding,
+    concurrency_finding,
     layer_finding,
     quota_findings,
     reservation_findings,
@@ -36,15 +47,26 @@ from ops.preflight.checks import (
     schedule_findings,
     zone_findings,
 )
+from settings.aws_limits import (
+    ELASTIC_IPS,
+    INTERNET_GATEWAYS_PER_REGION,
+    NAT_GATEWAYS_PER_ZONE,
+    VPCS_PER_REGION,
+)
 from settings.loader import ConfigError, load_settings
 from settings.schema import Settings
-from stacks.routing_names import powertools_layer_parameter, stack_name
+from stacks.routing_names import neuron_ami_parameter, powertools_layer_parameter, stack_name
 
 STYLES = {Status.OK: "green", Status.WARNING: "yellow", Status.SHORTFALL: "bold red"}
 
 
 def region_findings(
-    settings: Settings, region: str, session: Any, assembly: Path, now: datetime
+    settings: Settings,
+    region: str,
+    session: Any,
+    assembly: Path,
+    now: datetime,
+    artifacts: Sequence[FleetArtifact] = (),
 ) -> list[Finding]:
     ec2 = session.client("ec2", region_name=region)
     service_quotas = session.client("service-quotas", region_name=region)
@@ -53,20 +75,49 @@ def region_findings(
     findings = quota_findings(settings, region, quota_values(service_quotas, codes))
     limits = elb_limits(session.client("elbv2", region_name=region))
     limits |= quotas_by_name(service_quotas, ECS_SERVICE_CODE, [ECS_CONTAINER_INSTANCES])
+    limits |= quotas_by_name(service_quotas, ELB_SERVICE_CODE, [ELB_TARGETS_PER_TARGET_GROUP])
     findings += scale_findings(settings, region, limits)
     findings += zone_findings(settings, region, zone_offerings(ec2, [f.instance_type for f in fleets]))
     named = reservation_ids(settings, region)
     reservations = capacity_reservations(ec2, named) if named else {}
     findings += reservation_findings(settings, region, reservations)
+    findings += account_quota_findings(
+        settings, region, account_quotas(service_quotas, ec2), network_use(ec2, settings.project)
+    )
+    ssm = session.client("ssm", region_name=region)
+    ami = neuron_ami_parameter(settings.container.neuron_ami_release)
+    findings.append(ami_finding(region, ami, parameter_exists(ssm, ami)))
     if region == settings.orchestrator_region:
         parameter = powertools_layer_parameter()
-        exists = parameter_exists(session.client("ssm", region_name=region), parameter)
-        findings.append(layer_finding(region, parameter, exists))
-    stack = stack_name(settings, region)
-    template = read_template(assembly, stack)
-    starts = scheduled_starts(template) if template is not None else None
-    findings += schedule_findings(region, stack, starts, now)
+        findings.append(layer_finding(region, parameter, parameter_exists(ssm, parameter)))
+        concurrency = lambda_concurrency(session.client("lambda", region_name=region))
+        findings.append(concurrency_finding(settings, concurrency))
+    s3 = session.client("s3", region_name=region)
+    for artifact in artifacts:
+        if artifact.region == region:
+            exists = manifest_exists(s3, artifact)
+            findings.append(
+                artifact_finding(region, artifact.instance_type, artifact.key, artifact.uri, exists)
+            )
+    # Every cell's stack, not only the first: each carries its own scheduled actions.
+    for cell in settings.cells(region):
+        stack = stack_name(settings, region, cell.index)
+        template = read_template(assembly, stack)
+        starts = scheduled_starts(template) if template is not None else None
+        findings += schedule_findings(region, stack, starts, now)
     return findings
+
+
+def account_quotas(service_quotas: Any, ec2: Any) -> dict[str, float]:
+    """The network quotas each cell's VPC takes, as this account has them: Elastic IPs as EC2 reports them,
+    the rest from Service Quotas (AWS's default where never raised)."""
+    values = {
+        quota.code: applied_quota(service_quotas, quota.service, quota.code, float(quota.default))
+        for quota in (VPCS_PER_REGION, NAT_GATEWAYS_PER_ZONE, INTERNET_GATEWAYS_PER_REGION)
+    }
+    eips = elastic_ip_limit(ec2)
+    values[ELASTIC_IPS.code] = float(ELASTIC_IPS.default) if eips is None else eips
+    return values
 
 
 def table(region: str, findings: list[Finding]) -> Table:
@@ -109,9 +160,14 @@ def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] |
     session = (session_factory or boto3.Session)()
     problems: list[Finding] = []
     now = datetime.now(UTC)
+    try:
+        artifacts = fleet_artifacts(settings)
+    except ValueError as error:  # the key's or the engine settings' error, naming the setting
+        errors.print(f"preflight: cannot key the compiled artifacts: {error}", markup=False, highlight=False)
+        return 1
     for region in settings.regions:
         try:
-            findings = region_findings(settings, region, session, args.assembly, now)
+            findings = region_findings(settings, region, session, args.assembly, now, artifacts)
         except NoCredentialsError:
             errors.print(
                 "preflight: no AWS credentials found; it reads quotas, zone offerings and reservations from "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -93,3 +94,75 @@ def parameter_exists(ssm: Any, name: str) -> bool:
             raise
         return False
     return True
+
+
+def applied_quota(service_quotas: Any, service: str, code: str, default: float) -> float:
+    """A quota's applied value; AWS's default where the account never changed it (Service Quotas then has no
+    applied value: NoSuchResourceException)."""
+    try:
+        return float(service_quotas.get_service_quota(ServiceCode=service, QuotaCode=code)["Quota"]["Value"])
+    except ClientError as error:
+        if error.response["Error"]["Code"] != "NoSuchResourceException":
+            raise
+        return default
+
+
+def elastic_ip_limit(ec2: Any) -> float | None:
+    """The account's Elastic IP limit as EC2 itself reports it (DescribeAccountAttributes
+    `vpc-max-elastic-ips`), or None where it reports none."""
+    answer = ec2.describe_account_attributes(AttributeNames=["vpc-max-elastic-ips"])
+    for attribute in answer.get("AccountAttributes", []):
+        if attribute.get("AttributeName") == "vpc-max-elastic-ips":
+            values = attribute.get("AttributeValues", [])
+            if values:
+                return float(values[0]["AttributeValue"])
+    return None
+
+
+def _tagged(resource: dict[str, Any], project: str) -> bool:
+    return any(t.get("Key") == "project" and t.get("Value") == project for t in resource.get("Tags", []))
+
+
+@dataclass(frozen=True)
+class NetworkUse:
+    """What the region's account already uses, beside what this project's own stacks hold (a redeploy
+    replaces none of those): VPCs, internet gateways, Elastic IPs, and NAT gateways in the busiest zone."""
+
+    vpcs: int
+    internet_gateways: int
+    elastic_ips: int
+    nat_gateways_busiest_zone: int
+
+
+def network_use(ec2: Any, project: str) -> NetworkUse:
+    def count(operation: str, key: str, filters: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        for page in ec2.get_paginator(operation).paginate(**({"Filters": filters} if filters else {})):
+            found += [item for item in page.get(key, []) if not _tagged(item, project)]
+        return found
+
+    vpcs = count("describe_vpcs", "Vpcs")
+    gateways = count("describe_internet_gateways", "InternetGateways")
+    addresses = ec2.describe_addresses().get("Addresses", [])  # not paginated
+    elastic_ips = [a for a in addresses if not _tagged(a, project)]
+    nats = count(
+        "describe_nat_gateways", "NatGateways", [{"Name": "state", "Values": ["pending", "available"]}]
+    )
+    zones: dict[str, int] = {}
+    subnet_ids = sorted({nat["SubnetId"] for nat in nats if nat.get("SubnetId")})
+    if subnet_ids:
+        for subnet in ec2.describe_subnets(SubnetIds=subnet_ids)["Subnets"]:
+            owners = [nat for nat in nats if nat.get("SubnetId") == subnet["SubnetId"]]
+            zones[subnet["AvailabilityZone"]] = zones.get(subnet["AvailabilityZone"], 0) + len(owners)
+    return NetworkUse(len(vpcs), len(gateways), len(elastic_ips), max(zones.values(), default=0))
+
+
+@dataclass(frozen=True)
+class LambdaConcurrency:
+    limit: int  # the account's concurrent executions in the region
+    unreserved: int  # what no function has reserved
+
+
+def lambda_concurrency(lambda_client: Any) -> LambdaConcurrency:
+    limit = lambda_client.get_account_settings()["AccountLimit"]
+    return LambdaConcurrency(int(limit["ConcurrentExecutions"]), int(limit["UnreservedConcurrentExecutions"]))

@@ -9,21 +9,32 @@ from enum import StrEnum
 from typing import Any
 
 from ops.preflight.assembly import ScheduledStart
+from ops.preflight.aws import LambdaConcurrency, NetworkUse
 from settings.aws_limits import (
     ALB_TARGETS_PER_LOAD_BALANCER,
     ALB_TARGETS_PER_TARGET_GROUP,
     ALB_TARGETS_PER_TASK,
     CAPACITY_BLOCK_END_LEAD_MINUTES,
     ECS_INSTANCES_PER_CLUSTER,
+    ELASTIC_IPS,
+    INTERNET_GATEWAYS_PER_REGION,
+    NAT_GATEWAYS_PER_ZONE,
+    UNRESERVED_CONCURRENCY_MIN,
+    VPCS_PER_REGION,
 )
+from settings.cells import split_hosts
 from settings.instances import QUOTA_NAMES
+from settings.quotas import network_needs, orchestrator_needs
 from settings.rollout import surge_hosts
 from settings.schema import FleetConfig, Settings
 
 # DescribeAccountLimits names and the ECS quota's name in Service Quotas (ECS developer guide, "Amazon ECS
 # service quotas"), with the defaults used where the account reports none.
 ELB_TARGETS_PER_ALB = "targets-per-application-load-balancer"
-ELB_TARGETS_PER_TARGET_GROUP = "targets-per-target-group"
+# DescribeAccountLimits has no per-target-group limit: Service Quotas keeps it under this name (ALB user
+# guide, "Quotas for your Application Load Balancers").
+ELB_TARGETS_PER_TARGET_GROUP = "Targets per Target Group per Region (instances or IP addresses)"
+ELB_SERVICE_CODE = "elasticloadbalancing"
 ECS_CONTAINER_INSTANCES = "Container instances per cluster"
 SCALE_LIMITS = (
     (ELB_TARGETS_PER_ALB, ALB_TARGETS_PER_LOAD_BALANCER),
@@ -85,12 +96,14 @@ def scenarios(settings: Settings, region: str) -> list[Scenario]:
     return found
 
 
-def hosts_at_once(settings: Settings, fleet: FleetConfig, max_hosts: int) -> int:
+def hosts_at_once(settings: Settings, fleet: FleetConfig, max_hosts: int, cells: int = 1) -> int:
     """Hosts of a fleet that may run at once under a maximum: the maximum, the deploy surge above it, and
-    its warm pool. Pool hosts run while they are prepared (launch, user data) before they stop, and the pool
-    refills as it is drawn: with the group at its ceiling, the pool's min_size more; with max_prepared, at
-    least that many."""
-    group_max = max_hosts + surge_hosts(max_hosts, settings.serving.deployment.max_surge_percent)
+    its warm pool. Each cell's group surges above its own share of the maximum (at least one host each), so
+    a region of cells surges more than one group would. Pool hosts run while they are prepared (launch, user
+    data) before they stop, and the pool refills as it is drawn: with the group at its ceiling, the pool's
+    min_size more; with max_prepared, at least that many."""
+    percent = settings.serving.deployment.max_surge_percent
+    group_max = sum(high + surge_hosts(high, percent) for high in split_hosts(max_hosts, cells))
     pool = fleet.warm_pool
     if pool is None:
         return group_max
@@ -103,7 +116,8 @@ def vcpus_needed(settings: Settings, region: str, scenario: Scenario) -> dict[st
     needed: dict[str, int] = {}
     for fleet in settings.regions[region].fleets:
         code = fleet.instance.on_demand_vcpu_quota
-        hosts = hosts_at_once(settings, fleet, scenario.bounds[fleet.instance_type][1])
+        cells = settings.regions[region].cells
+        hosts = hosts_at_once(settings, fleet, scenario.bounds[fleet.instance_type][1], cells)
         needed[code] = needed.get(code, 0) + hosts * fleet.instance.vcpus
     return needed
 
@@ -392,3 +406,101 @@ def _when(moment: Any) -> str:
     if isinstance(moment, datetime):
         return moment.strftime("%Y-%m-%d %H:%M %Z").strip()
     return "open-ended" if moment is None else str(moment)
+
+
+def _in_use(use: NetworkUse, code: str) -> int:
+    return {
+        ELASTIC_IPS.code: use.elastic_ips,
+        VPCS_PER_REGION.code: use.vpcs,
+        INTERNET_GATEWAYS_PER_REGION.code: use.internet_gateways,
+        NAT_GATEWAYS_PER_ZONE.code: use.nat_gateways_busiest_zone,
+    }[code]
+
+
+def account_quota_findings(
+    settings: Settings, region: str, quotas: Mapping[str, float], use: NetworkUse
+) -> list[Finding]:
+    """What every cell's VPC takes (settings/quotas.py) against the account's own quota less what others
+    already hold in the region (the default VPC counts; this project's own stacks do not, a redeploy keeps
+    them)."""
+    findings = []
+    for need in network_needs(settings, region):
+        quota = need.quota
+        have = quotas.get(quota.code, float(quota.default))
+        taken = _in_use(use, quota.code)
+        free = have - taken
+        short = need.needed > free
+        findings.append(
+            Finding(
+                f"{quota.name} ({quota.service} {quota.code})",
+                "all cells",
+                f"{need.needed:,}",
+                f"{free:,.0f} ({have:,.0f} less {taken} in use)",
+                Status.SHORTFALL if short else Status.OK,
+                need.message(free, f"the account has {have:,.0f} with {taken} in use by others, so")
+                if short
+                else "",
+            )
+        )
+    return findings
+
+
+def concurrency_finding(settings: Settings, concurrency: LambdaConcurrency) -> Finding:
+    """How the orchestrator keeps one run at a time here: the run lock always; reserved concurrency 1 too
+    where config asks, which Lambda allows only while 100 stay unreserved."""
+    reserve_fits = concurrency.unreserved - 1 >= UNRESERVED_CONCURRENCY_MIN
+    available = f"{concurrency.limit:,} concurrency, {concurrency.unreserved:,} unreserved"
+    if settings.routing.reserved_concurrency:
+        (need,) = orchestrator_needs(settings)
+        return Finding(
+            "orchestrator: reserved concurrency 1 + run lock",
+            "orchestrator",
+            f"{need.needed} unreserved",
+            available,
+            Status.OK if reserve_fits else Status.SHORTFALL,
+            ""
+            if reserve_fits
+            else f"{need.region}: Lambda keeps {UNRESERVED_CONCURRENCY_MIN} unreserved and the account has "
+            f"{concurrency.unreserved:,}: the global stack would fail; set routing.reserved_concurrency "
+            "false (the run lock keeps runs apart) or raise Concurrent executions (lambda L-B99A9384)",
+        )
+    return Finding(
+        "orchestrator: run lock (DynamoDB)",
+        "orchestrator",
+        "no reserved concurrency",
+        available
+        + ("; reserved concurrency would fit" if reserve_fits else "; reserved concurrency would not fit"),
+        Status.OK,
+    )
+
+
+def ami_finding(region: str, parameter: str, exists: bool) -> Finding:
+    """The hosts' AMI is resolved at deploy time from AWS's public SSM parameter of the pinned release: a
+    release not published in a region fails that region's stack."""
+    return Finding(
+        "Neuron AMI parameter",
+        "hosts",
+        parameter,
+        "found" if exists else "not found",
+        Status.OK if exists else Status.SHORTFALL,
+        ""
+        if exists
+        else f"{region}: SSM parameter {parameter} does not exist: that ECS Neuron AMI release is not "
+        "published here; set container.neuron_ami_release to one that is",
+    )
+
+
+def artifact_finding(region: str, instance_type: str, key: str, uri: str, exists: bool) -> Finding:
+    """A fleet's hosts refuse to start without compiled artifacts of their exact key (a compile at start
+    would take an hour during a peak): the key's manifest must exist before the deploy."""
+    return Finding(
+        "compiled artifacts",
+        instance_type,
+        key,
+        "complete" if exists else "no artifact-manifest.json",
+        Status.OK if exists else Status.SHORTFALL,
+        ""
+        if exists
+        else f"{region}: {instance_type} needs compiled artifacts {key} ({uri}): none complete; run "
+        "`make compile` (DRY_RUN=1 lists every key)",
+    )

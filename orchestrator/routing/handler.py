@@ -31,9 +31,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from . import records
 from .cells import decide_cells
-from .config import ENVIRONMENT_VARIABLE, OrchestratorConfig, RegionTarget, parse_config
+from .config import OrchestratorConfig, RegionTarget
+from .config_source import ConfigCache
 from .override import Override, OverrideError, parse_override
 from .policy import Decision, RegionSignals
+from .run_lock import TABLE_VARIABLE as LOCK_TABLE_VARIABLE
+from .run_lock import RunLock
 from .signals import Endpoint, SignalReadError, read_endpoint, read_signals
 from .state import RunState, parse_state
 
@@ -284,19 +287,35 @@ def _boto3_client(service: str, region: str) -> Any:
     return boto3.client(service, region_name=region, config=CLIENT_CONFIG)
 
 
+# The config is read once per cold start (config_source.py).
+_config = ConfigCache()
+
+
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     known: dict[str, Any] = {"event_time": event.get("time")}
+    home = os.environ["AWS_REGION"]
+    lock = None
     try:
-        config = parse_config(os.environ[ENVIRONMENT_VARIABLE])
-        result = run(
-            config, _boto3_client, os.environ["AWS_REGION"], datetime.now(UTC), event.get("time"), known=known
-        )
+        config = _config.get(os.environ, lambda: _boto3_client("ssm", home))
+        if os.environ.get(LOCK_TABLE_VARIABLE):
+            lock = RunLock(
+                _boto3_client("dynamodb", home), os.environ[LOCK_TABLE_VARIABLE], context.aws_request_id
+            )
+            if not lock.acquire(datetime.now(UTC)):
+                lock = None  # another run's: not ours to release
+                note = "another run holds the run lock: skipped (the next minute decides again)"
+                logger.info("skipped", extra={"notes": [note]})
+                return {"weights": None, "reason": note}
+        result = run(config, _boto3_client, home, datetime.now(UTC), event.get("time"), known=known)
     except Exception:
         # One structured line with what the run knew before it failed; the error still fails the run
         # (the Errors alarm counts it).
         logger.exception("run failed", extra={"known": known})
         raise
+    finally:
+        if lock is not None:
+            lock.release()
     _log(result)
     decision = result.decision
     return {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import boto3
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from moto import mock_aws
 
 from ops.deploy_waves import (
+    STABLE_MARGIN_SECONDS,
     StackNames,
     Wave,
     alarms_firing,
@@ -24,8 +26,10 @@ from ops.deploy_waves import (
     region_services,
     run_waves,
     service_stability,
+    stable_timeout_seconds,
     stop_report,
 )
+from ops.stack_state import NOT_CREATED, end_state, stack_status
 from settings import load_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +42,8 @@ GLOBAL_STACK = NAMES.global_stack
 
 FAKE_CDK = """#!{python}
 # A stand-in for the CDK CLI: records each call; `synth -o DIR` writes a manifest naming the stacks in
-# FAKE_CDK_STACKS; `deploy` fails for the stack named in FAKE_CDK_FAIL.
+# FAKE_CDK_STACKS and an empty template each (FAKE_CDK_SCHEDULE: "stack=ISO time" adds a scheduled action);
+# `deploy` fails for the stack named in FAKE_CDK_FAIL; `diff` exits 1 for the stacks in FAKE_CDK_BROADENING.
 import json, os, pathlib, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_CDK_LOG"], "a") as log:
@@ -49,7 +54,20 @@ if args[0] == "synth":
     stacks = os.environ["FAKE_CDK_STACKS"].split(",")
     artifacts = {{name: {{"type": "aws:cloudformation:stack"}} for name in stacks}}
     (out / "manifest.json").write_text(json.dumps({{"artifacts": artifacts}}))
+    scheduled, _, at = os.environ.get("FAKE_CDK_SCHEDULE", "").partition("=")
+    for name in stacks:
+        resources = {{}}
+        if name == scheduled:
+            action = {{"ScheduledActionName": "prime-day-raise", "Schedule": "at(" + at + ")"}}
+            resources["Target"] = {{
+                "Type": "AWS::ApplicationAutoScaling::ScalableTarget",
+                "Properties": {{"ScheduledActions": [action]}},
+            }}
+        (out / (name + ".template.json")).write_text(json.dumps({{"Resources": resources}}))
 if args[0] == "deploy" and args[-1] == os.environ.get("FAKE_CDK_FAIL"):
+    sys.exit(1)
+if args[0] == "diff" and args[-1] in os.environ.get("FAKE_CDK_BROADENING", "").split(","):
+    print("IAM Statement Changes: +  (a broadening change)")
     sys.exit(1)
 """
 
@@ -69,8 +87,10 @@ def fake_cdk(tmp_path, monkeypatch):
     return str(script), calls
 
 
-def deployed_stacks(calls: list[list[str]]) -> list[str]:
-    return [call[-1] for call in calls if call[0] == "deploy"]
+def deployed_stacks(calls: list[list[str]], assembly: str = "assembly") -> list[str]:
+    """Stacks deployed from the wave's assembly (a stack created now is first deployed from the
+    `assembly-first-create` one, with deletion protection off)."""
+    return [call[-1] for call in calls if call[0] == "deploy" and Path(call[2]).name == assembly]
 
 
 @pytest.fixture
@@ -84,7 +104,28 @@ def aws(monkeypatch):
     }.items():
         monkeypatch.setenv(name, value)
     with mock_aws():
-        yield boto3.Session()
+        session = boto3.Session()
+        serve_global(session)
+        yield session
+
+
+GLOBAL_ALARM = f"{GLOBAL_STACK}-TrafficOrchestratorNotRunning1A2B3C-XYZ123"  # as CloudFormation names it
+
+
+def serve_global(session, state: str = "OK") -> None:
+    """The global stack's orchestrator alarm as deployed: named by CloudFormation after the stack."""
+    cloudwatch = session.client("cloudwatch", region_name="us-east-1")
+    cloudwatch.put_metric_alarm(
+        AlarmName=GLOBAL_ALARM,
+        Namespace="AWS/Lambda",
+        MetricName="Invocations",
+        Statistic="Sum",
+        Period=60,
+        EvaluationPeriods=5,
+        Threshold=1,
+        ComparisonOperator="LessThanThreshold",
+    )
+    cloudwatch.set_alarm_state(AlarmName=GLOBAL_ALARM, StateValue=state, StateReason=f"test: {state}")
 
 
 def serve(session, region: str, *, unfit: str = "OK", degraded: str = "OK", alarms: bool = True) -> None:
@@ -118,9 +159,21 @@ def serve(session, region: str, *, unfit: str = "OK", degraded: str = "OK", alar
 
 
 def run(fake_cdk, tmp_path, *extra: str) -> int:
+    """The command as the tests run it: the preflight left out (tests/ops/preflight test it; moto has no
+    EC2 Service Quotas), except where a test hands `main` a preflight of its own."""
     script, _ = fake_cdk
     return main(
-        [CONFIG, "--cdk", script, "--assembly", str(tmp_path / "assembly"), "--bake-minutes", "0", *extra]
+        [
+            CONFIG,
+            "--cdk",
+            script,
+            "--assembly",
+            str(tmp_path / "assembly"),
+            "--bake-minutes",
+            "0",
+            "--skip-preflight",
+            *extra,
+        ]
     )
 
 
@@ -156,10 +209,14 @@ def test_quiet_regions_deploy_one_at_a_time_in_config_order_from_one_assembly(
     assert run(fake_cdk, tmp_path) == 0
 
     _, calls = fake_cdk
-    synth, *deploys = calls()
-    assert synth[0] == "synth" and f"config={CONFIG}" in synth
+    synth, first_create_synth, *rest = calls()
+    assert synth[0] == "synth" and f"config={CONFIG}" in synth and "first_create=true" not in synth
+    assert "first_create=true" in first_create_synth
     assert deployed_stacks(calls()) == [GLOBAL_STACK, *(f"{PROJECT}-{region}" for region in REGIONS)]
-    assert all(call[:3] == ["deploy", "--app", str(tmp_path / "assembly")] for call in deploys)
+    deploys = [call for call in rest if call[0] == "deploy"]
+    assert all(
+        call[2] in (str(tmp_path / "assembly"), str(tmp_path / "assembly-first-create")) for call in deploys
+    )
     assert "deployed 4 waves: global, us-east-1, us-west-2, us-east-2" in capsys.readouterr().out
 
 
@@ -188,11 +245,14 @@ def test_a_failed_stack_deploy_stops_the_wave_and_says_it_rolled_back(
     monkeypatch.setenv("FAKE_CDK_FAIL", f"{PROJECT}-us-west-2")
     assert run(fake_cdk, tmp_path) == 1
     _, calls = fake_cdk
-    assert deployed_stacks(calls()) == [GLOBAL_STACK, f"{PROJECT}-us-east-1", f"{PROJECT}-us-west-2"]
+    deployed = [call[-1] for call in calls() if call[0] == "deploy"]
+    assert deployed[-1] == f"{PROJECT}-us-west-2" and f"{PROJECT}-us-east-2" not in deployed
     report = capsys.readouterr().err
     assert "cdk deploy shopping-assistant-us-west-2 failed (exit 1)" in report
+    # The stack's true status, read from CloudFormation: this fake deploy never created it.
     assert (
-        "us-west-2: shopping-assistant-us-west-2 (its deploy failed; CloudFormation rolled it back)" in report
+        "us-west-2: shopping-assistant-us-west-2 (CloudFormation status NOT_CREATED: it was never created"
+        in report
     )
 
 
@@ -318,7 +378,7 @@ def test_an_aws_error_while_watching_stops_the_wave(aws):
 def test_plan_is_global_then_regions_in_config_order_each_watching_its_own_alarms():
     waves = plan_waves(SETTINGS, NAMES)
     assert [w.stack for w in waves] == [GLOBAL_STACK, *(f"{PROJECT}-{r}" for r in REGIONS)]
-    assert waves[0] == Wave(GLOBAL_STACK)
+    assert waves[0] == Wave(GLOBAL_STACK, home="us-east-1")  # its alarms are read in its own region
     for wave in waves[1:]:
         assert wave.alarms == (
             f"{PROJECT}-{wave.region}-region-unfit",
@@ -453,7 +513,16 @@ def test_an_alarm_in_the_second_cell_stops_the_wave_before_the_next_region(
     for region in REGIONS[1:]:
         serve(aws, region)
     script, calls = fake_cdk
-    argv = [CELLS_CONFIG, "--cdk", script, "--assembly", str(tmp_path / "assembly"), "--bake-minutes", "0"]
+    argv = [
+        CELLS_CONFIG,
+        "--cdk",
+        script,
+        "--assembly",
+        str(tmp_path / "assembly"),
+        "--bake-minutes",
+        "0",
+        "--skip-preflight",
+    ]
 
     assert main(argv) == 1
 
@@ -466,3 +535,156 @@ def test_an_alarm_in_the_second_cell_stops_the_wave_before_the_next_region(
     clusters = {s["clusterArn"].rsplit("/", 1)[-1] for s in region_services(aws, PROJECT, "us-east-1/2")}
     assert clusters == {f"{PROJECT}-us-east-1-cell2"}
     assert len({s["clusterArn"] for s in region_services(aws, PROJECT, "us-east-1")}) == 2
+
+
+# ---- day zero: approval, start times, the global bake, true end states, first creation ---------------------
+
+
+def deploy_calls(calls: list[list[str]]) -> list[list[str]]:
+    return [call for call in calls if call[0] == "deploy"]
+
+
+def test_without_approve_a_broadening_change_stops_its_wave_before_the_deploy(
+    aws, fake_cdk, tmp_path, capfd, monkeypatch
+):
+    for region in REGIONS:
+        serve(aws, region)
+    monkeypatch.setenv("FAKE_CDK_BROADENING", f"{PROJECT}-us-west-2")
+    assert run(fake_cdk, tmp_path) == 1
+    _, calls = fake_cdk
+    assert deployed_stacks(calls()) == [GLOBAL_STACK, f"{PROJECT}-us-east-1"]
+    diffs = [call for call in calls() if call[0] == "diff"]
+    assert all(
+        "--security-only" in call and call[call.index("--fail-on") + 1] == "broadening" for call in diffs
+    )
+    # The CLI never waits for a terminal: changes that broaden nothing deploy without asking.
+    assert all(call[call.index("--require-approval") + 1] == "broadening" for call in deploy_calls(calls()))
+    report = capfd.readouterr()
+    assert "IAM Statement Changes" in report.out  # the security diff, printed
+    assert f"wave stopped at us-west-2 ({PROJECT}-us-west-2)" in report.err and "APPROVE=1" in report.err
+
+
+def test_approve_deploys_without_asking_and_without_a_diff(aws, fake_cdk, tmp_path, monkeypatch):
+    for region in REGIONS:
+        serve(aws, region)
+    monkeypatch.setenv("FAKE_CDK_BROADENING", ",".join(NAMES.regional.values()))
+    assert run(fake_cdk, tmp_path, "--approve") == 0
+    _, calls = fake_cdk
+    assert not [call for call in calls() if call[0] == "diff"]
+    assert all(call[call.index("--require-approval") + 1] == "never" for call in deploy_calls(calls()))
+
+
+def test_a_start_time_that_passed_while_earlier_waves_ran_stops_that_wave(
+    aws, fake_cdk, tmp_path, capsys, monkeypatch
+):
+    """The preflight checked the times hours before; us-west-2's ramp start is now minutes away."""
+    for region in REGIONS:
+        serve(aws, region)
+    soon = (datetime.now(UTC) + timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%S")
+    monkeypatch.setenv("FAKE_CDK_SCHEDULE", f"{PROJECT}-us-west-2={soon}")
+    assert run(fake_cdk, tmp_path) == 1
+    _, calls = fake_cdk
+    assert deployed_stacks(calls()) == [GLOBAL_STACK, f"{PROJECT}-us-east-1"]
+    report = capsys.readouterr().err
+    assert f"wave stopped at us-west-2 ({PROJECT}-us-west-2)" in report and "prime-day-raise" in report
+    assert "synthesize again" in report
+
+
+def test_an_orchestrator_alarm_after_the_global_deploy_stops_before_any_region(
+    aws, fake_cdk, tmp_path, capsys
+):
+    serve_global(aws, "ALARM")
+    for region in REGIONS:
+        serve(aws, region)
+    assert run(fake_cdk, tmp_path) == 1
+    _, calls = fake_cdk
+    assert deployed_stacks(calls()) == [GLOBAL_STACK]
+    report = capsys.readouterr().err
+    assert f"wave stopped at global ({GLOBAL_STACK})" in report and f"{GLOBAL_ALARM} is in ALARM" in report
+
+
+def test_a_stack_created_now_gets_deletion_protection_by_a_second_update(aws, fake_cdk, tmp_path):
+    """us-east-1 exists already (a redeploy: one deploy); the others are created from the assembly without
+    deletion protection, then updated from the wave's assembly."""
+    for region in REGIONS:
+        serve(aws, region)
+    aws.client("cloudformation", region_name="us-east-1").create_stack(
+        StackName=f"{PROJECT}-us-east-1",
+        TemplateBody=json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}),
+    )
+    assert run(fake_cdk, tmp_path) == 0
+    _, calls = fake_cdk
+    order = [(Path(call[2]).name, call[-1]) for call in deploy_calls(calls())]
+    assert order == [
+        ("assembly", GLOBAL_STACK),
+        ("assembly", f"{PROJECT}-us-east-1"),
+        ("assembly-first-create", f"{PROJECT}-us-west-2"),
+        ("assembly", f"{PROJECT}-us-west-2"),
+        ("assembly-first-create", f"{PROJECT}-us-east-2"),
+        ("assembly", f"{PROJECT}-us-east-2"),
+    ]
+
+
+def test_a_failing_preflight_deploys_nothing(aws, fake_cdk, tmp_path, capsys):
+    script, calls = fake_cdk
+    asked = []
+
+    def preflight(
+        config, assembly, session
+    ):  # a stand-in: the real preflight is tested in tests/ops/preflight
+        asked.append((config, assembly))
+        return 1
+
+    argv = [CONFIG, "--cdk", script, "--assembly", str(tmp_path / "assembly"), "--bake-minutes", "0"]
+    assert main(argv, preflight=preflight) == 1
+    assert asked == [(CONFIG, tmp_path / "assembly")]
+    assert deploy_calls(calls()) == []
+    assert "nothing deployed" in capsys.readouterr().err
+
+
+def test_dry_run_shows_the_whole_day_zero_sequence(fake_cdk, tmp_path, capsys):
+    assert run(fake_cdk, tmp_path, "--dry-run") == 0
+    out = capsys.readouterr().out
+    for step in ("--strict", "cdk synth twice", "security diff", "APPROVE=1", "scheduled start times"):
+        assert step in out, step
+    assert f"{GLOBAL_STACK} (global, us-east-1): deploy, watch its own alarms" in out
+    assert "wait up to 135 min for stable ECS services" in out  # inf2 max 20: 4 batches of 5, 30 min each
+
+
+@pytest.mark.parametrize(
+    ("status", "fragment"),
+    [
+        ("ROLLBACK_FAILED", "its rollback failed"),
+        ("UPDATE_ROLLBACK_FAILED", "continue-update-rollback --stack-name s"),
+        ("ROLLBACK_COMPLETE", "delete-stack --stack-name s"),
+        ("UPDATE_ROLLBACK_COMPLETE", "rolled it back to the version before"),
+        ("UPDATE_IN_PROGRESS", "still in progress"),
+    ],
+)
+def test_the_stop_report_says_what_cloudformation_really_left(status, fragment):
+    waves = plan_waves(SETTINGS, NAMES)
+    from ops.deploy_waves import Outcome
+
+    outcome = Outcome(stopped_at=waves[1], problems=["cdk deploy failed"], stack_state=end_state("s", status))
+    report = stop_report(outcome, waves, "c.yaml")
+    assert f"CloudFormation status {status}" in report and fragment in report
+    assert "CloudFormation rolled it back)" not in report or status == "UPDATE_ROLLBACK_COMPLETE"
+
+
+def test_the_status_is_read_from_cloudformation(aws):
+    cloudformation = aws.client("cloudformation", region_name="us-east-1")
+    assert stack_status(cloudformation, "never-made") == (NOT_CREATED, "")
+    cloudformation.create_stack(
+        StackName="made", TemplateBody=json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}})
+    )
+    assert stack_status(cloudformation, "made")[0] == "CREATE_COMPLETE"
+
+
+def test_each_cells_stability_timeout_covers_its_slowest_fleets_rolling_deploy():
+    """It was 30 minutes, the cold-start budget itself: a ramp or scale-out stopped the wave falsely. At
+    the Prime Day maximum (us-east-1 inf2 315 over 2 cells: 158, surge 40) a deploy takes 4 batches."""
+    prime_day = load_settings(CELLS_CONFIG)
+    cell = prime_day.cell("us-east-1", 1)
+    budget = prime_day.serving.cold_start_budget_seconds
+    assert stable_timeout_seconds(prime_day, cell) == 4 * budget + STABLE_MARGIN_SECONDS
+    assert all(w.stable_timeout_seconds > budget for w in plan_waves(SETTINGS, NAMES)[1:])

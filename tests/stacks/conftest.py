@@ -17,6 +17,8 @@ from aws_cdk import (
     cx_api,
 )
 
+from orchestrator.routing.config import OrchestratorConfig
+from orchestrator.routing.config_source import DIGEST_VARIABLE, PARAMETER_VARIABLE, decode
 from settings import Settings, load_settings
 from stacks.props import global_stack_name
 from stacks.routing_names import stack_name
@@ -109,6 +111,24 @@ def global_template(settings: Settings, synthesized: tuple[App, cx_api.CloudAsse
 
 def resources(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
+
+
+def deployed_orchestrator_config(template: dict[str, Any]) -> OrchestratorConfig:
+    """The orchestrator's config as the global template deploys it: the SSM parameter its function's
+    environment names, checked against the digest beside it (what the Lambda does at its cold start)."""
+    (function,) = [
+        f["Properties"]
+        for f in resources(template, "AWS::Lambda::Function").values()
+        if PARAMETER_VARIABLE in f["Properties"].get("Environment", {}).get("Variables", {})
+    ]
+    environment = function["Environment"]["Variables"]
+    assert "ORCHESTRATOR_CONFIG" not in environment  # the config itself is not in the environment
+    (parameter,) = [
+        p["Properties"]
+        for p in resources(template, "AWS::SSM::Parameter").values()
+        if p["Properties"]["Name"] == environment[PARAMETER_VARIABLE]
+    ]
+    return decode(parameter["Value"], environment[DIGEST_VARIABLE], parameter["Name"])
 
 
 def keys(value: Any):

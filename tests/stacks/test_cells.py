@@ -9,10 +9,9 @@ import re
 
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from orchestrator.routing.config import parse_config
 from stacks.props import global_stack_name
 from stacks.routing_names import stack_name
-from tests.stacks.conftest import cell_templates, resources
+from tests.stacks.conftest import cell_templates, deployed_orchestrator_config, resources
 
 ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
 CELLS = ("us-east-1/1", "us-east-1/2")
@@ -85,12 +84,7 @@ def test_cells_split_the_regions_hosts(cells_settings, cells):
 def test_the_orchestrator_weighs_each_cell_and_reads_its_parameters(cells_settings, cells):
     _, assembly = cells
     template = assembly.get_stack_by_name(global_stack_name(cells_settings)).template
-    (function,) = [
-        f["Properties"]
-        for f in resources(template, "AWS::Lambda::Function").values()
-        if "ORCHESTRATOR_CONFIG" in f["Properties"].get("Environment", {}).get("Variables", {})
-    ]
-    config = parse_config(function["Environment"]["Variables"]["ORCHESTRATOR_CONFIG"])
+    config = deployed_orchestrator_config(template)
     targets = {t.name: t for t in config.regions}
     assert set(targets) == {*CELLS, "us-west-2", "us-east-2"}
     assert [targets[c].initial_weight for c in CELLS] == [25, 25]  # us-east-1's 50, split

@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import re
 
+from aws_cdk import App
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from orchestrator.routing.config import parse_config
+from settings import load_settings
+from settings.aws_limits import LAMBDA_ENVIRONMENT_BYTES, SSM_ADVANCED_VALUE_BYTES, SSM_STANDARD_VALUE_BYTES
+from stacks.global_routing import GlobalRouting
 from stacks.props import POWERTOOLS_VERSION
 from stacks.routing_names import orchestrator_config, powertools_layer_parameter
-from tests.stacks.conftest import REPO, resources
+from stacks.serving_app import app_context
+from tests.stacks.conftest import REPO, deployed_orchestrator_config, resources
 
 ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
 
@@ -36,7 +40,9 @@ def test_no_record_or_health_check_in_the_template_so_no_deploy_resets_weights(g
     """The orchestrator owns the weighted records; the regional stacks own the health checks."""
     types = {resource["Type"] for resource in global_template["Resources"].values()}
     assert not {t for t in types if t.startswith("AWS::Route53::")}
-    assert "AWS::SSM::Parameter" not in types  # state and override are written at run time only
+    # State and override are written at run time only; the one parameter is the orchestrator's config.
+    (parameter,) = resources(global_template, "AWS::SSM::Parameter").values()
+    assert "/routing/config-" in parameter["Properties"]["Name"]
 
 
 def test_no_reference_to_any_regional_stack(global_template):
@@ -47,7 +53,7 @@ def test_no_reference_to_any_regional_stack(global_template):
 
 def test_the_orchestrator_gets_the_config_the_settings_describe(settings, global_template):
     environment = _function(global_template)["Environment"]["Variables"]
-    assert parse_config(environment["ORCHESTRATOR_CONFIG"]) == orchestrator_config(settings)
+    assert deployed_orchestrator_config(global_template) == orchestrator_config(settings)
     assert environment["POWERTOOLS_METRICS_NAMESPACE"] == f"{settings.project}/Routing"
 
 
@@ -123,3 +129,43 @@ def test_alarm_reads_are_granted_on_star_because_composite_alarms_need_it(global
     (reads,) = [s for s in _statements(global_template) if "cloudwatch:DescribeAlarms" in s["Action"]]
     assert reads["Resource"] == "*"
     assert set(reads["Action"]) == {"cloudwatch:DescribeAlarms", "cloudwatch:GetMetricData"}
+
+
+EIGHT_REGIONS = (
+    "us-east-1",
+    "us-east-2",
+    "us-west-2",
+    "eu-west-1",
+    "eu-central-1",
+    "ap-northeast-1",
+    "ap-southeast-2",
+    "eu-north-1",
+)
+
+
+def test_eight_regions_of_three_cells_deploy_within_lambda_and_ssm_limits(tmp_path):
+    """The config of 5 regions x 2 cells filled Lambda's 4 KB of environment; 8 x 3 is 9 KB of JSON, above
+    even an advanced parameter. The synthesized template's environment and parameter must fit."""
+    lines = ["model: {artifacts_s3_uri: s3://bucket/model/}", "regions:"]
+    for index, region in enumerate(EIGHT_REGIONS):
+        lines.append(
+            f"  {region}:\n    weight: 10\n    cells: 3\n    vpc_cidr: 10.{index}.0.0/16\n"
+            f"    availability_zones: [{region}a, {region}b]\n    fleets:\n"
+            "      - {instance_type: inf2.48xlarge, tensor_parallel: 8, min: 3, max: 12}"
+        )
+    path = tmp_path / "eight.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    settings = load_settings(path)
+    app = App(context=app_context(settings))
+    stack = GlobalRouting(app, "global", settings=settings)
+    template = app.synth().get_stack_by_name(stack.stack_name).template
+    (function,) = resources(template, "AWS::Lambda::Function").values()
+    variables = function["Properties"]["Environment"]["Variables"]
+    size = sum(len(json.dumps(key)) + len(json.dumps(value)) for key, value in variables.items())
+    assert size < LAMBDA_ENVIRONMENT_BYTES // 2
+    config = deployed_orchestrator_config(template)
+    assert len(config.regions) == 24
+    (parameter,) = resources(template, "AWS::SSM::Parameter").values()
+    assert len(parameter["Properties"]["Value"]) <= SSM_STANDARD_VALUE_BYTES
+    assert parameter["Properties"]["Tier"] == "Standard"
+    assert len(config.to_json()) > SSM_ADVANCED_VALUE_BYTES  # what the plain JSON would not have fitted

@@ -10,6 +10,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 from settings.instances import INSTANCES
 from stacks.props import global_stack_name, stack_name
 from stacks.routing_names import orchestrator_config
+from stacks.serving_app import build_app
 from tests.stacks.conftest import keys, resources
 
 ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
@@ -125,7 +126,11 @@ def test_every_service_rolls_back_on_its_fleets_alarms_beside_the_circuit_breake
         alarms = resources(template, "AWS::CloudWatch::Alarm")
         for service in resources(template, "AWS::ECS::Service").values():
             deployment = service["Properties"]["DeploymentConfiguration"]
-            assert deployment["DeploymentCircuitBreaker"] == {"Enable": True, "Rollback": True}, region
+            assert deployment["DeploymentCircuitBreaker"] == {
+                "Enable": True,
+                "Rollback": True,
+                "ThresholdConfiguration": {"Type": "COUNT", "Value": 3},
+            }, region
             names = deployment["Alarms"]["AlarmNames"]
             assert len(names) == 2 and all(name["Ref"] in alarms for name in names), region
 
@@ -328,3 +333,41 @@ def test_switched_config_builds_isolated_hosts_operator_access_and_regional_repl
     assert "s3://replica-us-east-2/llama-8b-instruct/weights/" in replica
     assert "123456789012.dkr.ecr.us-east-2." in replica and "/serving:trn1" in replica
     assert "replica-us-east-2" not in json.dumps(switched_templates["us-east-1"])
+
+
+def _differences(before, after, path=()):
+    """Key paths where two JSON values differ."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in sorted(set(before) | set(after)):
+            yield from _differences(before.get(key), after.get(key), (*path, key))
+    elif isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        for index, (one, other) in enumerate(zip(before, after, strict=True)):
+            yield from _differences(one, other, (*path, index))
+    elif before != after:
+        yield path, before, after
+
+
+def test_the_first_create_assembly_is_unprotected_and_at_zero_tasks(settings, templates, tmp_path):
+    """A stack created for the first time (a bootstrap: `make compile`, or a wave's first creation) comes
+    from this assembly: its load balancer without deletion protection (a failed first creation rolls back
+    instead of ending in ROLLBACK_FAILED) and its fleets at zero tasks (nothing needs the compiled artifacts
+    before the compile). The next deploy turns protection on and raises the bounds: nothing else differs."""
+    app = build_app(settings, outdir=str(tmp_path), nag=False, first_create=True)
+    first = app.synth().get_stack_by_name(stack_name(settings, "us-east-1")).template
+    normal = templates["us-east-1"]
+    changed = {
+        (normal["Resources"][path[1]]["Type"], *path[2:]) for path, _, _ in _differences(normal, first)
+    }
+    assert changed == {
+        ("AWS::ElasticLoadBalancingV2::LoadBalancer", "Properties", "LoadBalancerAttributes", 0, "Value"),
+        ("AWS::AutoScaling::AutoScalingGroup", "Properties", "MinSize"),
+        ("AWS::ApplicationAutoScaling::ScalableTarget", "Properties", "MinCapacity"),
+        ("AWS::ECS::Service", "Properties", "DesiredCount"),
+    }
+    (load_balancer,) = resources(first, "AWS::ElasticLoadBalancingV2::LoadBalancer").values()
+    attributes = {a["Key"]: a["Value"] for a in load_balancer["Properties"]["LoadBalancerAttributes"]}
+    assert attributes["deletion_protection.enabled"] == "false"
+    for service in resources(first, "AWS::ECS::Service").values():
+        assert service["Properties"]["DesiredCount"] == 0
+    for group in resources(first, "AWS::AutoScaling::AutoScalingGroup").values():
+        assert group["Properties"]["MinSize"] == "0"

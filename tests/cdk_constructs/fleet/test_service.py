@@ -13,7 +13,7 @@ def test_service_runs_one_task_per_host_with_rollback_and_grace(template):
             "PlacementConstraints": [{"Type": "distinctInstance"}],
             "DeploymentConfiguration": Match.object_like(
                 {
-                    "DeploymentCircuitBreaker": {"Enable": True, "Rollback": True},
+                    "DeploymentCircuitBreaker": Match.object_like({"Enable": True, "Rollback": True}),
                     "MinimumHealthyPercent": 100,
                     "MaximumPercent": 200,
                 }
@@ -150,3 +150,15 @@ def test_ecs_exec_is_off_by_default(template):
 def test_ecs_exec_on_when_configured(stack, vpc):
     _, template = build(stack, vpc, fleet_props(ecs_exec=True))
     template.has_resource_properties("AWS::ECS::Service", {"EnableExecuteCommand": True})
+
+
+def test_the_circuit_breaker_rolls_back_after_a_fixed_few_failed_tasks(template):
+    """ECS's default, half the desired count, needed 132 failed tasks at 264 desired (about 80 minutes at
+    the peak) before a broken image was rolled back."""
+    service = next(iter(template.find_resources("AWS::ECS::Service").values()))
+    breaker = service["Properties"]["DeploymentConfiguration"]["DeploymentCircuitBreaker"]
+    assert breaker == {
+        "Enable": True,
+        "Rollback": True,
+        "ThresholdConfiguration": {"Type": "COUNT", "Value": 3},
+    }

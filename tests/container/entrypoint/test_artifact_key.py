@@ -5,10 +5,14 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import json
+from pathlib import Path
 
 import pytest
 
 from entrypoint.artifact_key import (
+    GRAPH_VARIABLES,
+    SCHEDULER_VARIABLES,
+    TOOLCHAIN_PIN,
     ArtifactKeyError,
     CompileInputs,
     artifact_key,
@@ -16,6 +20,7 @@ from entrypoint.artifact_key import (
     compile_inputs,
     completion_manifest,
     installed_toolchain,
+    pinned_toolchain,
 )
 
 TOOLCHAIN = (
@@ -59,6 +64,7 @@ CHANGES = {
     "block_size": 16,
     "draft_revision": "abc1234",
     "quantized_checkpoint_revision": "q-2026-11",
+    "scheduler": (("DISABLE_NEURON_CUSTOM_SCHEDULER", "1"),),
 }
 
 
@@ -235,3 +241,53 @@ def test_this_machine_has_no_neuron_compiler() -> None:
     """The real package lookup: without neuronx-cc here, the start refuses rather than inventing a key."""
     with pytest.raises(ArtifactKeyError, match="neuronx-cc is not installed"):
         installed_toolchain()
+
+
+# A value for each graph-changing variable, and what the key's inputs need beside it to take it in.
+GRAPH_VALUES = {
+    "MODEL_ID": ("org/other-model", {}),
+    "MODEL_REVISION": ("0e9e39f", {}),
+    "INSTANCE_TYPE": ("trn1.32xlarge", {}),
+    "NEURON_CC_FLAGS": ("-O2", {}),
+    "DISABLE_NEURON_CUSTOM_SCHEDULER": ("1", {}),
+    "NEURON_LOGICAL_NC_CONFIG": ("1", {}),
+    "QUANTIZED_CHECKPOINT_REVISION": (
+        "q2",
+        {"additional_config": {"override_neuron_config": {"quantized": True, "quantization_type": "t"}}},
+    ),
+    "DRAFT_MODEL_REVISION": ("d2", {"speculative_config": {"method": "eagle"}}),
+}
+
+
+def test_the_graph_variables_are_the_ones_enumerated_here():
+    assert set(GRAPH_VARIABLES) == set(GRAPH_VALUES)
+    assert set(SCHEDULER_VARIABLES) <= set(GRAPH_VARIABLES)
+
+
+@pytest.mark.parametrize("variable", sorted(GRAPH_VALUES))
+def test_every_graph_changing_variable_changes_the_key(variable):
+    """MODEL_REVISION was never set by the stacks and DISABLE_NEURON_CUSTOM_SCHEDULER was not in the key:
+    artifacts of another revision or scheduler were taken as this host's."""
+    value, needs = GRAPH_VALUES[variable]
+    settings = {**SETTINGS, **needs}
+    environ = {**ENVIRON, "QUANTIZED_CHECKPOINT_REVISION": "q1", "DRAFT_MODEL_REVISION": "d1"}
+    before = artifact_key(inputs_of(settings, environ))
+    after = artifact_key(inputs_of(settings, {**environ, variable: value}))
+    assert before != after, variable
+
+
+def test_the_pin_is_used_only_when_the_image_carries_it():
+    installed = (("neuronx-cc", "2.23.6484.0"), ("torch-neuronx", "2.9.0"))
+    assert pinned_toolchain(installed, {"NEURON_SDK_VERSION": "2.28.0"}) == tuple(sorted(TOOLCHAIN_PIN))
+    with pytest.raises(ArtifactKeyError, match=r"neuronx-cc 2\.24\.0\.0 installed, 2\.23\.6484\.0 pinned"):
+        pinned_toolchain((("neuronx-cc", "2.24.0.0"),), {"NEURON_SDK_VERSION": "2.28.0"})
+    with pytest.raises(ArtifactKeyError, match=r"Neuron SDK 2\.28\.0 pinned"):
+        pinned_toolchain(installed, {"NEURON_SDK_VERSION": "2.29.0"})
+
+
+def test_the_pin_matches_the_dockerfile():
+    dockerfile = (Path(__file__).resolve().parents[3] / "container" / "Dockerfile").read_text()
+    pin = dict(TOOLCHAIN_PIN)
+    assert f"NEURON_SDK_VERSION={pin['neuron-sdk']}" in dockerfile
+    assert f"NEURON_CC_VERSION={pin['neuronx-cc']}" in dockerfile
+    assert f"sdk{pin['neuron-sdk']}" in dockerfile  # the base image's tag

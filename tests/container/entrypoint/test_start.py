@@ -16,6 +16,7 @@ from assistant.retrieve import build_index
 from entrypoint.artifact_key import MANIFEST_NAME, artifact_key, compile_inputs, completion_manifest
 from entrypoint.s3_fetch import S3Location, upload_build, upload_folder
 from entrypoint.start import check_user, main, neuron_cores_present, plan_start
+from entrypoint.weights import upload as upload_weights
 from serving.engine_settings import engine_settings
 
 REPOSITORY = Path(__file__).resolve().parents[3] / "container" / "model_repository"
@@ -174,8 +175,11 @@ def s3(environ, monkeypatch):
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-1")
         client.create_bucket(Bucket=BUCKET)
-        client.put_object(Bucket=BUCKET, Key="weights/llama/config.json", Body=b"{}")
-        client.put_object(Bucket=BUCKET, Key="weights/llama/shards/model-00001.safetensors", Body=b"w" * 64)
+        weights = Path(environ["ASSISTANT_INDEX_DIR"]).with_name("weights-upload")
+        (weights / "shards").mkdir(parents=True)
+        (weights / "config.json").write_bytes(b"{}")
+        (weights / "shards" / "model-00001.safetensors").write_bytes(b"w" * 64)
+        upload_weights(client, weights, S3Location(BUCKET, "weights/llama"))
         catalog = Path(environ["ASSISTANT_INDEX_DIR"]).with_name("catalog.jsonl")
         write_catalog(generate_catalog(50, seed=1), catalog)
         built = build_index(catalog, catalog.with_name("built-index"))
@@ -253,7 +257,7 @@ def test_missing_weights_fail_the_start(environ, s3, devices, capsys) -> None:
     put_artifacts(s3, environ)
     environ = {**environ, "MODEL_S3_URI": f"s3://{BUCKET}/weights/missing"}
     assert start([], environ, devices, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
-    assert f"s3://{BUCKET}/weights/missing: no objects under this prefix" in capsys.readouterr().err
+    assert f"s3://{BUCKET}/weights/missing: no weights-manifest.json build pointer" in capsys.readouterr().err
 
 
 def test_a_fresh_start_says_what_it_keys_on(environ, capsys) -> None:

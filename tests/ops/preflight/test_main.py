@@ -1,6 +1,8 @@
-"""`python -m ops.preflight`: tables, exit codes and messages. EC2 from moto; Service Quotas, ELBv2's
-account limits and the Powertools SSM parameter through botocore's Stubber with AWS-shaped responses (moto
-5.2.5 has no Service Quotas `ec2` or `ecs` quotas, its own ELB limit figures and no public parameters)."""
+"""`python -m ops.preflight`: tables, exit codes and messages. EC2 from moto (zone offerings, its Elastic IP
+limit, the VPCs, gateways and addresses in use); Service Quotas, ELBv2's account limits, Lambda's account
+settings and the public SSM parameters through botocore's Stubber with AWS-shaped responses (moto 5.2.5 has no
+Service Quotas `ec2` or `ecs` quotas, its own ELB limit figures, no GetAccountSettings and no public
+parameters of pinned releases)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,12 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from ops.compile import fleet_artifacts
 from ops.preflight.__main__ import main
-from stacks.routing_names import powertools_layer_parameter
+from ops.preflight.checks import ELB_TARGETS_PER_TARGET_GROUP as TARGETS_PER_GROUP
+from settings import load_settings
+from settings.serving import DEFAULT_NEURON_AMI_RELEASE
+from stacks.routing_names import neuron_ami_parameter, powertools_layer_parameter
 from tests.ops.preflight.conftest import REPO
 
 DEFAULT_CONFIG = str(REPO / "config" / "default.yaml")
@@ -30,15 +36,24 @@ class MotoWithStubbedQuotas:
         quotas: dict[str, float],
         elb_limits: dict[str, str] | None = None,
         layer_published: bool = True,
+        network_quotas: dict[str, float] | None = None,
+        concurrency: tuple[int, int] = (1000, 1000),
+        ami_published: bool = True,
+        home: str = "us-east-1",
     ) -> None:
         self.quotas = quotas
         self.elb_limits = AWS_ELB_DEFAULTS if elb_limits is None else elb_limits
         self.layer_published = layer_published
+        # Service Quotas `vpc` codes with an applied value (others: never raised, NoSuchResourceException).
+        self.network_quotas = network_quotas or {}
+        self.concurrency = concurrency
+        self.ami_published = ami_published
+        self.home = home
         self.stubs: list[Stubber] = []
 
     def client(self, service: str, region_name: str):
         client = boto3.client(service, region_name=region_name)
-        if service == "ec2":
+        if service in ("ec2", "s3"):
             return client
         stub = Stubber(client)
         if service == "service-quotas":
@@ -56,12 +71,43 @@ class MotoWithStubbedQuotas:
             stub.add_response(
                 "list_service_quotas", {"Quotas": [{**ecs, "Value": 5000.0}]}, {"ServiceCode": "ecs"}
             )
+            elb = {
+                "ServiceCode": "elasticloadbalancing",
+                "QuotaCode": "L-0000EXAMPLE",
+                "QuotaName": TARGETS_PER_GROUP,
+            }
+            stub.add_response(
+                "list_service_quotas",
+                {"Quotas": [{**elb, "Value": 1000.0}]},
+                {"ServiceCode": "elasticloadbalancing"},
+            )
+            for code in ("L-F678F1CE", "L-FE5A380F", "L-A4707A72"):  # VPCs, NAT per zone, internet gateways
+                request = {"ServiceCode": "vpc", "QuotaCode": code}
+                if code in self.network_quotas:
+                    quota = {**request, "Value": self.network_quotas[code]}
+                    stub.add_response("get_service_quota", {"Quota": quota}, request)
+                else:
+                    stub.add_client_error(
+                        "get_service_quota", "NoSuchResourceException", expected_params=request
+                    )
         elif service == "elbv2":
             limits = [{"Name": name, "Max": value} for name, value in self.elb_limits.items()]
             stub.add_response("describe_account_limits", {"Limits": limits}, {})
+        elif service == "lambda":
+            limit, unreserved = self.concurrency
+            settings = {"ConcurrentExecutions": limit, "UnreservedConcurrentExecutions": unreserved}
+            stub.add_response("get_account_settings", {"AccountLimit": settings, "AccountUsage": {}}, {})
         elif service == "ssm":
+            ami = neuron_ami_parameter(DEFAULT_NEURON_AMI_RELEASE)
+            if self.ami_published:
+                parameter = {"Name": ami, "Type": "String", "Value": "ami-0123456789abcdef0"}
+                stub.add_response("get_parameter", {"Parameter": parameter}, {"Name": ami})
+            else:
+                stub.add_client_error("get_parameter", "ParameterNotFound", expected_params={"Name": ami})
             name = powertools_layer_parameter()
-            if self.layer_published:
+            if region_name != self.home:
+                pass
+            elif self.layer_published:
                 parameter = {"Name": name, "Type": "String", "Value": "arn:aws:lambda:x:1:layer:p:1"}
                 stub.add_response("get_parameter", {"Parameter": parameter}, {"Name": name})
             else:
@@ -77,7 +123,22 @@ def aws(credentials, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "200")  # rich wraps table cells to the terminal's width, 80 when captured
     with mock_aws():
+        for config in (DEFAULT_CONFIG, str(REPO / "config" / "prime-day.yaml")):
+            complete_artifacts(config)
         yield
+
+
+def complete_artifacts(config: str, skip: tuple[str, ...] = ()) -> None:
+    """Every fleet's compiled artifacts, as a compile leaves them: the manifest under compiled/<key>/ (the
+    instance types in `skip` left without)."""
+    s3 = boto3.client("s3", region_name="us-east-1")
+    for artifact in fleet_artifacts(load_settings(config)):
+        if artifact.instance_type in skip:
+            continue
+        buckets = {b["Name"] for b in s3.list_buckets()["Buckets"]}
+        if artifact.bucket not in buckets:
+            s3.create_bucket(Bucket=artifact.bucket)
+        s3.put_object(Bucket=artifact.bucket, Key=artifact.manifest_key, Body=b"{}")
 
 
 def test_a_config_that_fits_prints_a_table_per_region_and_exits_zero(aws, capsys):

@@ -1,0 +1,100 @@
+"""The serving task's S3 reads, run under the task role's policy from the synthesized template, with moto
+enforcing it: the weights' build and manifest, the compiled artifacts of the host's key, and the catalog
+index the pointer names all come through; an object outside the configured prefix does not; and the policy
+without its ListBucket statement fails the start."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from settings import load_settings
+from stacks.routing_names import stack_name
+from stacks.serving_app import build_app
+from tests.iam.policies import assumed_session, enforced, role_policy
+
+os.environ.setdefault("CDK_VALIDATION", "false")
+REPO = Path(__file__).resolve().parents[2]
+sys.path.append(str(REPO / "container"))
+
+from entrypoint.s3_fetch import S3Location, current_build, download_prefix, upload_build  # noqa: E402
+from entrypoint.weights import fetch as fetch_weights  # noqa: E402
+from entrypoint.weights import upload as upload_weights  # noqa: E402
+
+SETTINGS = load_settings(REPO / "config" / "default.yaml")
+REGION = "us-east-1"
+BUCKET = "shopping-assistant-model-artifacts"
+ROOT = "llama-8b-instruct"
+
+
+@pytest.fixture(scope="module")
+def task_policy(tmp_path_factory) -> dict:
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    template = build_app(SETTINGS, outdir=str(outdir), nag=False).synth()
+    template = template.get_stack_by_name(stack_name(SETTINGS, REGION)).template
+    return role_policy(template, "ModelStoreTaskRole", REGION)
+
+
+@pytest.fixture
+def artifacts(monkeypatch, tmp_path):
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket=BUCKET)
+        weights = tmp_path / "weights"
+        weights.mkdir()
+        (weights / "config.json").write_bytes(b"{}")
+        upload_weights(s3, weights, S3Location(BUCKET, f"{ROOT}/weights"))
+        s3.put_object(Bucket=BUCKET, Key=f"{ROOT}/compiled/key-1/model.pt", Body=b"neff")
+        s3.put_object(Bucket=BUCKET, Key=f"{ROOT}/compiled/key-1/artifact-manifest.json", Body=b"{}")
+        index = tmp_path / "index"
+        index.mkdir()
+        (index / "manifest.json").write_bytes(b'{"files": {}}')
+        upload_build(s3, index, S3Location(BUCKET, f"{ROOT}/catalog-index"), manifest="manifest.json")
+        s3.put_object(Bucket=BUCKET, Key="other-team/secret.bin", Body=b"no")
+        yield tmp_path
+
+
+def test_the_start_reads_everything_it_needs_under_the_shipped_task_role(task_policy, artifacts):
+    session = assumed_session(task_policy, REGION)
+    with enforced():
+        s3 = session.client("s3")
+        assert "1 verified" in fetch_weights(s3, S3Location(BUCKET, f"{ROOT}/weights"), artifacts / "w")
+        download_prefix(s3, S3Location(BUCKET, f"{ROOT}/compiled/key-1"), artifacts / "c")
+        build = current_build(s3, S3Location(BUCKET, f"{ROOT}/catalog-index"))
+        assert build is not None
+        download_prefix(s3, build.location, artifacts / "i")
+        with pytest.raises(ClientError, match="AccessDenied"):
+            s3.get_object(Bucket=BUCKET, Key="other-team/secret.bin")
+    assert (artifacts / "c" / "model.pt").read_bytes() == b"neff"
+
+
+def test_a_policy_missing_a_permission_fails_the_start(task_policy, artifacts):
+    without_list = {
+        **task_policy,
+        "Statement": [s for s in task_policy["Statement"] if s["Action"] != "s3:ListBucket"],
+    }
+    assert len(without_list["Statement"]) == len(task_policy["Statement"]) - 1
+    session = assumed_session(without_list, REGION, name="narrower")
+    with enforced(), pytest.raises(ClientError, match="AccessDenied"):
+        fetch_weights(session.client("s3"), S3Location(BUCKET, f"{ROOT}/weights"), artifacts / "w")
+
+
+def test_no_statement_of_the_task_role_grants_a_wildcard_resource(task_policy):
+    for statement in task_policy["Statement"]:
+        resources = (
+            statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        )
+        assert "*" not in resources, statement
+        assert all(r.startswith(f"arn:aws:s3:::{BUCKET}") for r in resources), statement

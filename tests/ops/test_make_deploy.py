@@ -1,0 +1,79 @@
+"""`make deploy`'s command lines (make -n: printed, not run): strict validation for a deploy but not for a
+dry run, so the shipped configs (which page no one until alarm_email is set) still show the sequence; and
+approval only with APPROVE=1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def make_lines(*variables: str) -> list[str]:
+    result = subprocess.run(
+        ["make", "-n", "--no-print-directory", "deploy", "CONFIG=config/prime-day.yaml", *variables],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return result.stdout.splitlines()
+
+
+def line_of(lines: list[str], module: str) -> str:
+    (line,) = [line for line in lines if f"-m {module} " in line]
+    return line
+
+
+def test_a_deploy_validates_strictly_and_asks_no_approval_by_itself():
+    lines = make_lines()
+    assert line_of(lines, "settings").rstrip().endswith("--strict")
+    waves = line_of(lines, "ops.deploy_waves")
+    assert "--approve" not in waves and "--dry-run" not in waves and "--skip-preflight" not in waves
+
+
+def test_a_dry_run_validates_without_strict_so_the_shipped_configs_show_the_sequence():
+    lines = make_lines("DRY_RUN=1")
+    assert "--strict" not in line_of(lines, "settings")
+    assert "--dry-run" in line_of(lines, "ops.deploy_waves")
+
+
+@pytest.mark.parametrize(("value", "approved"), [("1", True), ("0", False), ("yes", False)])
+def test_only_approve_1_deploys_security_changes_without_asking(value, approved):
+    assert ("--approve" in line_of(make_lines(f"APPROVE={value}"), "ops.deploy_waves")) is approved
+
+
+def test_the_shipped_config_dry_run_runs_through(tmp_path):
+    """For real: validation warns (pages no one) and the day-zero sequence prints, exit 0."""
+    result = subprocess.run(
+        ["make", "--no-print-directory", "deploy", "DRY_RUN=1", "CONFIG=config/prime-day.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "alarms page no one" in result.stderr
+    assert "day zero, in order:" in result.stdout and "5 waves" in result.stdout
+
+
+def test_make_compile_dry_run_lists_the_keys_without_credentials(tmp_path):
+    environment = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    result = subprocess.run(
+        ["make", "--no-print-directory", "compile", "DRY_RUN=1", "CONFIG=config/prime-day.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=environment,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "6 compiled-artifact keys" in result.stdout and "not checked (no AWS credentials)" in result.stdout
