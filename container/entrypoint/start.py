@@ -60,6 +60,10 @@ DEFAULTS = {
     "METRICS_PORT": "8002",
 }
 REQUIRED = ("MODEL_S3_URI", "COMPILED_ARTIFACTS_S3_URI", "CATALOG_INDEX_S3_URI")
+# Triton's own HTTP and gRPC listen here, on loopback only: the public ports (HTTP_PORT, GRPC_PORT, the ALB's
+# target group ports and health checks) are the edge's, which caps request bodies (container/edge).
+TRITON_LOOPBACK_HTTP_PORT = 18000
+TRITON_LOOPBACK_GRPC_PORT = 18001
 SERVED_MODEL = "assistant"
 
 
@@ -141,7 +145,15 @@ def plan_start(
         "HF_HUB_OFFLINE": "1",
         "LD_LIBRARY_PATH": install.loader_path(environ.get("LD_LIBRARY_PATH", "")),
     }
-    command = [
+    http_port, grpc_port = _port(environ, "HTTP_PORT"), _port(environ, "GRPC_PORT")
+    metrics_port = _port(environ, "METRICS_PORT")
+    taken = {http_port, grpc_port, metrics_port} & {TRITON_LOOPBACK_HTTP_PORT, TRITON_LOOPBACK_GRPC_PORT}
+    if taken:
+        raise StartError(
+            f"HTTP_PORT, GRPC_PORT, METRICS_PORT: {sorted(taken)} is Triton's own loopback port behind the "
+            "edge; pick another"
+        )
+    triton = [
         environ.get("TRITON_SERVER_BIN") or str(install.binary),
         f"--model-repository={repository}",
         f"--backend-directory={get('TRITON_BACKENDS_DIR')}",
@@ -149,14 +161,31 @@ def plan_start(
         f"--load-model={SERVED_MODEL}",
         "--exit-on-error=true",
         "--strict-readiness=true",
-        f"--http-port={_port(environ, 'HTTP_PORT')}",
-        f"--grpc-port={_port(environ, 'GRPC_PORT')}",
-        f"--metrics-port={_port(environ, 'METRICS_PORT')}",
+        "--http-address=127.0.0.1",
+        f"--http-port={TRITON_LOOPBACK_HTTP_PORT}",
+        "--grpc-address=127.0.0.1",
+        f"--grpc-port={TRITON_LOOPBACK_GRPC_PORT}",
+        # Triton binds metrics to --http-address unless told: the metrics port stays on every interface
+        # (the CloudWatch agent scrapes it; the ALB never forwards it).
+        "--metrics-address=0.0.0.0",
+        f"--metrics-port={metrics_port}",
         "--allow-gpu-metrics=false",
         # Model load/unload, shared memory, config, logging, trace and statistics behind a fresh key.
         *restricted_api_flags(new_admin_key()),
         # Streams in flight get time to finish when ECS stops the task (its stopTimeout must be longer).
         "--exit-timeout-secs=110",
+    ]
+    # The edge holds the public ports and starts Triton as its child (edge/run.py).
+    command = [
+        sys.executable,
+        "-m",
+        "edge.run",
+        f"--http=0.0.0.0:{http_port}",
+        f"--grpc=0.0.0.0:{grpc_port}",
+        f"--triton-http=127.0.0.1:{TRITON_LOOPBACK_HTTP_PORT}",
+        f"--triton-grpc=127.0.0.1:{TRITON_LOOPBACK_GRPC_PORT}",
+        "--",
+        *triton,
     ]
     return StartPlan(
         key=key,

@@ -140,6 +140,21 @@ def server_command(
     return command
 
 
+def edge_command(public: Ports, triton: Ports, triton_command: Sequence[str]) -> list[str]:
+    """The edge on the public ports with Triton's command line after it (edge/run.py)."""
+    return [
+        sys.executable,
+        "-m",
+        "edge.run",
+        f"--http=127.0.0.1:{public.http}",
+        f"--grpc=127.0.0.1:{public.grpc}",
+        f"--triton-http=127.0.0.1:{triton.http}",
+        f"--triton-grpc=127.0.0.1:{triton.grpc}",
+        "--",
+        *triton_command,
+    ]
+
+
 @dataclass
 class TritonServer:
     """One tritonserver process. Use as a context manager; stop() always cleans up its shared memory."""
@@ -154,6 +169,9 @@ class TritonServer:
     extra_environment: Mapping[str, str] = field(default_factory=dict)
     # Engine replicas per model, each its own model instance and vLLM engine (~3 GB each on this CPU).
     replicas: int = 1
+    # As in production (entrypoint/start.py): the edge (container/edge) holds the HTTP and gRPC ports and caps
+    # request bodies; Triton's own listen on other loopback ports behind it.
+    edge: bool = False
     process: subprocess.Popen | None = None
 
     def __post_init__(self) -> None:
@@ -170,11 +188,21 @@ class TritonServer:
             raise ServerError(f"{err}; run `make serve-env`") from None
         backends = install.lay_out_backends(self.work_dir / "backends")
         repository = model_repository(self.work_dir, self.models, self.replicas)
+        triton_ports = self.ports
+        if self.edge:
+            inner = free_ports()
+            triton_ports = Ports(inner.http, inner.grpc, self.ports.metrics)
         command = server_command(
-            install, backends, self.ports, self.models, self.shm_prefix, repository, self.admin_key
+            install, backends, triton_ports, self.models, self.shm_prefix, repository, self.admin_key
         )
+        # Triton's own ports: behind the edge, what a benchmark compares the edge against.
+        self.triton_ports = triton_ports
+        if self.edge:
+            command = edge_command(self.ports, triton_ports, command)
         env = server_environment(os.environ, install, model_dir=self.model_dir, index_dir=self.index_dir)
         env["REPLICAS_PER_HOST"] = str(self.replicas)
+        if self.edge:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CONTAINER_DIR), env.get("PYTHONPATH")]))
         env.update(self.extra_environment)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         log = None if self.log_to_console else self.log_path.open("wb")
