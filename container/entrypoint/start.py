@@ -88,6 +88,11 @@ class StartPlan:
     command: list[str]
     quantized_checkpoint: tuple[S3Location, Path] | None = None
 
+    def __repr__(self) -> str:
+        # The command holds the admin key: a plan printed in a log or a traceback must not show it.
+        fields = {**self.__dict__, "command": redacted(self.command)}
+        return f"StartPlan({', '.join(f'{name}={value!r}' for name, value in fields.items())})"
+
 
 def _flag(environ: Mapping[str, str], name: str) -> bool:
     raw = environ.get(name, "false").strip().lower()

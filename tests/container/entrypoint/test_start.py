@@ -357,3 +357,13 @@ def test_the_start_refuses_root_unless_allowed(environ, s3, devices, capsys, mon
     assert start(["--dry-run"], environ) == 0, "a dry run needs no user"
     assert check_user({"ALLOW_ROOT": "true"}, 0) is None
     assert check_user({}, 10001) is None
+
+
+def test_the_admin_key_is_not_in_the_plans_repr(environ) -> None:
+    from entrypoint.admin_api import HTTP_HEADER
+
+    plan = plan_start(environ, toolchain=TOOLCHAIN)
+    (argument,) = [a for a in plan.command if a.startswith("--http-restricted-api=")]
+    key = argument.split(f":{HTTP_HEADER}=")[1]
+    shown = repr(plan)
+    assert key not in shown and "<redacted>" in shown and "artifacts_dir=" in shown
