@@ -316,6 +316,28 @@ def fetch(plan: StartPlan, s3) -> str:
     return f"weights: {weights} from {plan.weights} into {plan.model_dir}; {artifacts_note}; {index_note}"
 
 
+def fetch_or_explain(plan: StartPlan, s3) -> str:
+    """fetch(), with S3 being down, slow or refusing (no network, no permission, no bucket) turned into a
+    StartError that names what was being fetched, instead of a botocore traceback."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return fetch(plan, s3)
+    except ClientError as err:
+        error = err.response.get("Error", {})
+        raise StartError(
+            f"S3 refused a request while fetching the weights ({plan.weights}), compiled artifacts "
+            f"({plan.artifacts}) or catalog index ({plan.index}): {error.get('Code', 'error')}: "
+            f"{error.get('Message', err)} (check the task role's permissions and the bucket)"
+        ) from None
+    except BotoCoreError as err:
+        raise StartError(
+            f"S3 is not reachable while fetching the weights ({plan.weights}), compiled artifacts "
+            f"({plan.artifacts}) or catalog index ({plan.index}): {err} (check the network path to S3: "
+            "the VPC's S3 endpoint or NAT); ECS will start the task again"
+        ) from None
+
+
 # NeuronCores per /dev/neuronN device: Inf2 and Trn1 chips have 2; a Trn2 chip has 8 physical cores, shown as
 # 8 / NEURON_LOGICAL_NC_CONFIG logical ones (default 2, so 4).
 CORES_PER_DEVICE = {"inf2": 2, "trn1": 2}
@@ -409,7 +431,7 @@ def main(
 
             s3_client = lambda: boto3.client("s3")  # noqa: E731
         check_user(environ, _effective_uid())
-        print(fetch(plan, s3_client()), flush=True)
+        print(fetch_or_explain(plan, s3_client()), flush=True)
         set_replicas(plan)
     except StartError as err:
         print(f"entrypoint: cannot start: {err}", file=sys.stderr)

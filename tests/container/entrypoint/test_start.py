@@ -367,3 +367,37 @@ def test_the_admin_key_is_not_in_the_plans_repr(environ) -> None:
     key = argument.split(f":{HTTP_HEADER}=")[1]
     shown = repr(plan)
     assert key not in shown and "<redacted>" in shown and "artifacts_dir=" in shown
+
+
+def test_s3_down_at_boot_is_a_clear_message_not_a_traceback(environ, devices, capsys) -> None:
+    """Nothing listens at the endpoint (connection refused): as an S3 outage or a missing VPC endpoint."""
+    import socket
+
+    from botocore.config import Config
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nobody listens there now
+    client = boto3.client(
+        "s3",
+        region_name="us-east-1",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=2),
+    )
+    assert start([], environ, devices, s3_client=lambda: client, exec_fn=lambda *args: None) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("entrypoint: cannot start: S3 is not reachable") and "Traceback" not in err
+    assert "s3://" in err
+
+
+def test_s3_refusing_access_is_a_clear_message(environ, s3, devices, capsys) -> None:
+    s3.delete_object(Bucket=BUCKET, Key="weights/llama/config.json")
+    s3.delete_object(Bucket=BUCKET, Key="weights/llama/shards/model-00001.safetensors")
+    put_artifacts(s3, environ)
+    missing_bucket = {**environ, "MODEL_S3_URI": "s3://no-such-bucket-here/weights/"}
+    assert start([], missing_bucket, devices, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("entrypoint: cannot start: S3 refused a request") and "NoSuchBucket" in err
