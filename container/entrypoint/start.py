@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assistant.sampling_platforms import neuron_cpu_sampling
 from entrypoint.admin_api import new_admin_key, redacted, restricted_api_flags
 from entrypoint.artifact_key import (
     MANIFEST_NAME,
@@ -124,7 +125,8 @@ def plan_start(
         inputs = compile_inputs(settings, environ, installed_toolchain() if toolchain is None else toolchain)
         key = artifact_key(inputs)
         replicas = replicas_per_host(environ)
-    except (EngineSettingsError, ArtifactKeyError, ReplicaError) as err:
+        neuron_cpu_sampling(environ)  # vllm-neuron would crash on a bad value minutes into the load
+    except (EngineSettingsError, ArtifactKeyError, ReplicaError, ValueError) as err:
         raise StartError(str(err)) from None
     try:
         weights = S3Location.parse(environ["MODEL_S3_URI"], variable="MODEL_S3_URI")

@@ -307,6 +307,9 @@ def test_neuron_takes_what_its_sampler_uses_and_neutral_values_of_the_rest() -> 
         ({}, "vllm.platforms.cpu", CPU),
         ({}, "vllm_neuron.platform", NEURON),
         ({"NEURON_ON_DEVICE_SAMPLING_DISABLED": "1"}, "vllm_neuron.platform", CPU),
+        # vllm-neuron reads bool(int(value)): any whole number but 0 samples on the CPU.
+        ({"NEURON_ON_DEVICE_SAMPLING_DISABLED": "2"}, "vllm_neuron.platform", CPU),
+        ({"NEURON_ON_DEVICE_SAMPLING_DISABLED": "0"}, "vllm_neuron.platform", NEURON),
         ({"SAMPLING_PLATFORM": "neuron"}, "vllm.platforms.cpu", NEURON),
     ],
 )
@@ -314,6 +317,13 @@ def test_the_platform_comes_from_the_engine_unless_set(
     environ: dict, engine_platform: str, expected: SamplingPlatform
 ) -> None:
     assert resolve_platform(environ, engine_platform) is expected
+
+
+@pytest.mark.parametrize("value", ["true", "yes", "on"])
+def test_a_cpu_sampling_switch_vllm_neuron_cannot_read_is_refused(value: str) -> None:
+    """vllm-neuron crashed at load on "true", which the kit had read as CPU sampling."""
+    with pytest.raises(ValueError, match=f"NEURON_ON_DEVICE_SAMPLING_DISABLED: must be 1 .* got '{value}'"):
+        resolve_platform({"NEURON_ON_DEVICE_SAMPLING_DISABLED": value}, "vllm_neuron.platform")
 
 
 def test_an_unknown_platform_setting_names_the_variable() -> None:

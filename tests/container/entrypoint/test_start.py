@@ -401,3 +401,8 @@ def test_s3_refusing_access_is_a_clear_message(environ, s3, devices, capsys) -> 
     assert start([], missing_bucket, devices, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
     err = capsys.readouterr().err
     assert err.startswith("entrypoint: cannot start: S3 refused a request") and "NoSuchBucket" in err
+
+
+def test_a_cpu_sampling_switch_vllm_neuron_cannot_read_stops_the_start_before_downloads(environ) -> None:
+    with pytest.raises(StartError, match="NEURON_ON_DEVICE_SAMPLING_DISABLED: must be 1"):
+        plan_start({**environ, "NEURON_ON_DEVICE_SAMPLING_DISABLED": "true"}, toolchain=TOOLCHAIN)
