@@ -162,7 +162,7 @@ class StreamingModel:
         self._admitted = 0
         self._admission = threading.Lock()
         self._guard = subprocess.Popen(
-            [_python(), "-m", "serving.orphan_guard", str(os.getpid())],
+            [_python(), "-m", "serving.orphan_guard", str(os.getpid()), self.model_name],
             cwd=str(Path(__file__).resolve().parents[1]),
         )
         try:
