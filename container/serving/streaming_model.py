@@ -16,6 +16,7 @@ process dies first.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import gc
@@ -243,7 +244,18 @@ class StreamingModel:
         if self._watch is not None:  # the shutdown below ends the engine's processes on purpose
             self._watch.stop()
         deadline = time.monotonic() + self.drain_timeout_s
-        while self.engine.run(self._live_count()) and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            # Asked of the loop with a timeout: a blocked loop must not hold the shutdown (and with it the
+            # host, failing new requests fast) for ever.
+            try:
+                if not self.engine.run(self._live_count(), timeout_s=max(0.1, deadline - time.monotonic())):
+                    break
+            except concurrent.futures.TimeoutError:
+                print(
+                    f"{self.model_name}: the engine loop did not answer within the drain; stopping it",
+                    flush=True,
+                )
+                break
             time.sleep(0.2)
         self.engine.stop(timeout_s=ENGINE_SHUTDOWN_TIMEOUT_S)
         self._kill_leftover_processes()
