@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -31,6 +32,12 @@ MODEL_REPOSITORY = CONTAINER_DIR / "model_repository"
 CPU_ENGINE_PROFILE = Path(__file__).with_name("engine-cpu.json")
 SHM_DIR = Path("/dev/shm")
 DEFAULT_PORTS = (8000, 8001, 8002)
+
+
+# Triton ("Socket '127.0.0.1:8002' already in use", "Failed to listen on"), the edge ("address already in
+# use", gRPC's "Failed to bind"): a port someone else took between free_ports() and the bind.
+_PORT_TAKEN = re.compile(r"already in use|Failed to bind|Failed to listen", re.IGNORECASE)
+BIND_ATTEMPTS = 3
 
 
 class ServerError(RuntimeError):
@@ -172,6 +179,8 @@ class TritonServer:
     # As in production (entrypoint/start.py): the edge (container/edge) holds the HTTP and gRPC ports and caps
     # request bodies; Triton's own listen on other loopback ports behind it.
     edge: bool = False
+    # Choose free loopback ports at start (ignoring `ports`) and retry with new ones on a bind conflict.
+    pick_ports: bool = False
     process: subprocess.Popen | None = None
 
     def __post_init__(self) -> None:
@@ -182,6 +191,21 @@ class TritonServer:
         self._shm_before: set[Path] | None = None
 
     def start(self, timeout_s: float = 600.0) -> TritonServer:
+        """Start and wait until ready. With pick_ports, free ports are chosen here, and chosen again when a
+        port was taken between the choice and Triton's bind (another program on a busy machine)."""
+        attempts = BIND_ATTEMPTS if self.pick_ports else 1
+        for attempt in range(1, attempts + 1):
+            if self.pick_ports:
+                self.ports = free_ports()
+            try:
+                return self._start_once(timeout_s)
+            except ServerError:
+                if attempt == attempts or not _PORT_TAKEN.search(self.log_tail(80)):
+                    raise
+                print(f"tritonserver: a port was taken before it bound ({self.ports}); new ports")
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout_s: float) -> TritonServer:
         try:
             install = TritonInstall.find()
         except TritonInstallError as err:

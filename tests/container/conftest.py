@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from local.demo_assets import REPO_DIR, DemoAssets, ensure_demo_assets
-from local.triton_server import ServerError, TritonServer, free_ports
+from local.triton_server import ServerError, TritonServer
 
 TEST_ASSETS_DIR = REPO_DIR / "build" / "test-assets"
 TEST_PRODUCTS = 2_000
@@ -117,7 +117,7 @@ def triton(
         model_dir=demo_assets.model_dir,
         index_dir=shop_index,
         work_dir=tmp_path_factory.mktemp("triton"),
-        ports=free_ports(),
+        pick_ports=True,  # chosen at start, chosen again if taken before Triton binds
         models=("assistant", "passthrough"),
         extra_environment=TEST_ENVIRONMENT,
         edge=True,  # as in production: every session test goes through the body cap
