@@ -394,3 +394,44 @@ def test_a_prompt_too_big_for_any_tokenization_is_refused_without_tokenizing() -
     assert (
         check_prompt_fits("x" * 20_480, lambda text: 2_000, max_model_len=2_048, max_token_bytes=10) == 2_000
     )
+
+
+# ---- the question's size in tokens, as the model's tokenizer counts them ----
+@pytest.fixture(scope="module")
+def tiny_chat():
+    """The tiny test model's own tokenizer (built once under build/test-assets)."""
+    from assistant.chat import ChatFormat
+    from local.demo_assets import REPO_DIR, ensure_demo_assets
+
+    return ChatFormat.load(
+        str(ensure_demo_assets(REPO_DIR / "build" / "test-assets", products=2_000).model_dir)
+    )
+
+
+def test_a_question_over_the_token_limit_is_refused_with_its_count() -> None:
+    from assistant.request import check_question_tokens
+
+    limits = RequestLimits(max_prompt_tokens=5)
+    words = lambda text: len(text.split())  # noqa: E731 - a tokenizer stand-in: one token a word
+    assert check_question_tokens("waterproof hiking boots", words, limits) == 3
+    with pytest.raises(RequestError, match="text_input: must be at most 5 tokens, got 6"):
+        check_question_tokens("a b c d e f", words, limits)
+
+
+def test_the_token_limit_is_tuned_per_instance_type_from_the_environment() -> None:
+    assert RequestLimits.from_env({"ASSISTANT_MAX_PROMPT_TOKENS": "256"}).max_prompt_tokens == 256
+    assert RequestLimits().max_prompt_tokens == 1_024
+
+
+def test_a_question_within_the_character_limit_can_exceed_the_token_limit_with_the_real_tokenizer(
+    tiny_chat,
+) -> None:
+    """Characters say little about tokens: 4,000 characters of digits and symbols are far more tokens
+    than 4,000 of words."""
+    from assistant.request import check_question_tokens
+
+    limits = RequestLimits()
+    dense = "7#" * 1_999
+    assert len(dense) <= limits.max_prompt_chars
+    with pytest.raises(RequestError, match="tokens"):
+        check_question_tokens(dense, tiny_chat.count_tokens, limits)
