@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "container"))
 
 from local.client import StreamingClient
 from local.demo_assets import ensure_demo_assets
-from local.triton_server import TritonServer, free_ports
+from local.triton_server import TritonServer
 
 QUESTIONS = ["waterproof hiking boots", "a good camping stove", "warm jacket for winter camping"]
 CONCURRENCY = (1, 16)
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             model_dir=assets.model_dir,
             index_dir=assets.index_dir,
             work_dir=Path(work_dir),
-            ports=free_ports(),
+            pick_ports=True,
             models=("passthrough",),
             edge=True,
         )
