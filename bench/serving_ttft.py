@@ -33,7 +33,7 @@ from assistant.prepare import prepare_request
 from assistant.retrieve import ProductIndex
 from local.client import StreamingClient, StreamResult
 from local.demo_assets import ensure_demo_assets
-from local.triton_server import CPU_ENGINE_PROFILE, TritonServer, free_ports
+from local.triton_server import CPU_ENGINE_PROFILE, TritonServer
 
 QUESTIONS = [
     "waterproof hiking boots",
@@ -173,8 +173,9 @@ def main(argv: list[str] | None = None) -> int:
             model_dir=assets.model_dir,
             index_dir=assets.index_dir,
             work_dir=Path(work_dir),
-            ports=free_ports(),
+            pick_ports=True,
             models=("assistant", "passthrough"),
+            edge=True,  # as in production: the streams go through the body cap (container/edge)
         )
         print("starting Triton with both models ...", flush=True)
         with server, ThreadPoolExecutor(max_workers=max(CONCURRENCY)) as pool:

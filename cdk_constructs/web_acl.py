@@ -12,6 +12,9 @@ Rule choice (all AWS managed groups without a subscription fee; 927 of the 1,500
   still show in the logs and metrics; the header, URI and query-string rules block.
 - Not AWSManagedRulesSQLiRuleSet: no SQL store behind the endpoint, and its body rules would flag prompts
   that merely mention SQL.
+- RequestBodyTooLarge (our own, blocking, before the managed groups): a body larger than the largest question
+  needs. Triton 2.51 has no body limit and an 8 MB body in small chunks crashes it (container/README.md,
+  "Limits"); the host's edge caps bodies too, this rule stops them before they cost a host anything.
 """
 
 from __future__ import annotations
@@ -41,6 +44,18 @@ MANAGED_RULE_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("AWSManagedRulesKnownBadInputsRuleSet", ()),
     ("AWSManagedRulesCommonRuleSet", COMMON_RULES_COUNTED),
 )
+# AWS WAF sees at most the first 8 KB (8,192 bytes) of a body behind an Application Load Balancer, a fixed
+# limit (AWS WAF API reference, Body: "For Application Load Balancer and AWS AppSync, the limit is fixed at
+# 8 KB"). OversizeHandling MATCH makes a body past it match the size rule, i.e. blocked: without it WAF
+# compares the first 8 KB only and passes a body of any size.
+ALB_BODY_INSPECTION_LIMIT_BYTES = 8_192
+# The question limit the container enforces (container/assistant/request.py, RequestLimits.max_prompt_chars);
+# a test keeps the two equal.
+MAX_QUESTION_CHARS = 4_000
+# UTF-8 spends at most 4 bytes on a character; around the question: tensor names, the stream flag and the
+# sampling parameters clients send (a few hundred bytes of JSON), with room to spare.
+UTF8_MAX_BYTES_PER_CHAR = 4
+REQUEST_ENVELOPE_BYTES = 2_048
 # Kept out of the logs: bearer tokens, API keys in Authorization, session cookies.
 REDACTED_HEADERS = ("authorization", "cookie")
 
@@ -57,6 +72,36 @@ class WebAclProps:
     # With a key other than ip: a per-address rule beside it, for requests without the header (WAF leaves
     # those out of a keyed rate rule) and as the ceiling of any one address.
     source_ip_backstop_limit: int | None = None
+    # The longest question the container accepts: it sizes the body rule (request_body_limit_bytes).
+    max_question_chars: int = MAX_QUESTION_CHARS
+
+
+def request_body_limit_bytes(max_question_chars: int) -> int:
+    """The largest body a valid question needs, as far as WAF can count on an ALB. Past the 8 KB WAF sees,
+    every body is blocked (OversizeHandling MATCH): with the default 4,000-character limit that is the
+    bound, so a question of 4,000 ASCII characters passes and one of over ~2,000 in a 3-byte script (CJK)
+    is blocked at the edge (the host's own cap, container/edge, allows the full limit in any script)."""
+    needed = max_question_chars * UTF8_MAX_BYTES_PER_CHAR + REQUEST_ENVELOPE_BYTES
+    return min(needed, ALB_BODY_INSPECTION_LIMIT_BYTES)
+
+
+def body_size_rule(props: WebAclProps, priority: int) -> wafv2.CfnWebACL.RuleProperty:
+    return wafv2.CfnWebACL.RuleProperty(
+        name="RequestBodyTooLarge",
+        priority=priority,
+        action=wafv2.CfnWebACL.RuleActionProperty(block={}),
+        statement=wafv2.CfnWebACL.StatementProperty(
+            size_constraint_statement=wafv2.CfnWebACL.SizeConstraintStatementProperty(
+                comparison_operator="GT",
+                size=request_body_limit_bytes(props.max_question_chars),
+                field_to_match=wafv2.CfnWebACL.FieldToMatchProperty(
+                    body=wafv2.CfnWebACL.BodyProperty(oversize_handling="MATCH")
+                ),
+                text_transformations=[wafv2.CfnWebACL.TextTransformationProperty(priority=0, type="NONE")],
+            )
+        ),
+        visibility_config=_visibility(f"{props.name}-body-too-large"),
+    )
 
 
 def rate_based_statement(props: WebAclProps) -> wafv2.CfnWebACL.RateBasedStatementProperty:
@@ -132,6 +177,7 @@ class ServingWebAcl(Construct):
             )
             for priority, (name, statement, metric) in enumerate(rate_limits)
         ]
+        rules.append(body_size_rule(props, priority=len(rules)))
         for priority, (group, counted) in enumerate(MANAGED_RULE_GROUPS, start=len(rules)):
             rules.append(
                 wafv2.CfnWebACL.RuleProperty(

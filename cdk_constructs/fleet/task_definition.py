@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Size
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -31,6 +31,10 @@ MONITOR_CONTAINER_NAME = "neuron-monitor"
 MONITOR_COMMAND = ["python3", "-m", "monitoring.neuron_exporter"]
 MONITOR_MEMORY_MIB = 256
 CONTAINER_DATA_DIR = "/opt/models"  # where the entrypoint puts weights/ and compiled/
+
+# The awslogs driver's buffer in non-blocking mode (Docker's default is 1 MiB): at a few hundred bytes a line
+# it holds minutes of a busy host's metric lines while CloudWatch Logs is slow.
+LOG_BUFFER_MIB = 25
 
 
 # A host whose engine died must be marked unhealthy (and replaced) within this long once it stops
@@ -157,7 +161,15 @@ class ServingTaskDefinition(Construct):
                 timeout=Duration.seconds(timing.timeout_seconds),
             ),
             stop_timeout=Duration.seconds(STOP_TIMEOUT_SECONDS),
-            logging=ecs.LogDrivers.aws_logs(stream_prefix=props.instance.name, log_group=log_group),
+            # Non-blocking: a slow CloudWatch Logs must not stall the streams (in blocking mode a full pipe
+            # stops the process that writes); the buffer holds minutes of metric lines, and the model counts
+            # the lines its own writer drops (LogLinesDropped, container/serving/log_writer.py).
+            logging=ecs.LogDrivers.aws_logs(
+                stream_prefix=props.instance.name,
+                log_group=log_group,
+                mode=ecs.AwsLogDriverMode.NON_BLOCKING,
+                max_buffer_size=Size.mebibytes(LOG_BUFFER_MIB),
+            ),
         )
         self.container.add_mount_points(
             ecs.MountPoint(source_volume="serving-data", container_path=CONTAINER_DATA_DIR, read_only=False)

@@ -57,11 +57,16 @@ _WORD = re.compile(r"[^\W_]+")
 _WHITESPACE = re.compile(r"\s+")
 # An amount: digits with optional thousands separators ("1,500", "12,000,000") or plain ("1500"), and cents.
 # The lookahead refuses a number that goes on ("1,50" is not 1 or 150; "1.500" is neither 1.5 nor 1500).
-_AMOUNT = r"(?P<amount>\d{1,3}(?:,\d{3})+|\d{1,7})(?P<cents>\.\d{1,2})?(?![\d,]\d|\.\d)"
+# A space may separate thousands too ("1 500", as much of Europe writes; a no-break space is whitespace, so
+# it is a space by then), one separator throughout.
+_AMOUNT = (
+    r"(?P<amount>\d{1,3}(?:,\d{3})+|\d{1,3}(?: \d{3})+(?![\d,])|\d{1,7})"
+    r"(?P<cents>\.\d{1,2})?(?![\d,]\d|\.\d)"
+)
 _PRICE_CAP = re.compile(
     r"(?:under|below|less than|cheaper than|at most|up to|max(?:imum)?|<) ?"
     # The amount ends a word, unless a "k" does: "£1,500m" is no cap of £1,500 with a search for "m".
-    rf"(?P<sign>[$€£])? ?{_AMOUNT}(?: ?(?P<k>k\b))?(?![^\W_])(?P<after_sign>[$€£])?"
+    rf"(?P<sign>[$€£])? ?{_AMOUNT}(?: ?(?P<k>k\b))?(?![^\W_])(?: ?(?P<after_sign>[$€£]))?"
     r"(?! ?(?:pounds(?! sterling)|lbs?|kg|kilos?|grams?|g\b|oz|ounces|inch|inches|in\b|cm|mm|feet|ft|"
     r"liters?|l\b|hours?|hrs?|minutes?|mins?|days?|years?|people|person|watts?|w\b|mah|gb|tb|hz)\b)"
     r" ?(?P<currency>dollars|usd|bucks|euros?|eur|pounds sterling|quid|gbp)?",
@@ -192,7 +197,7 @@ def _price_cap(match: re.Match[str], words: set[str]) -> tuple[float, str | None
     currency = _CURRENCY_BY_SIGN.get(sign or "") or _CURRENCY_BY_WORD.get(match.group("currency") or "")
     if not (currency or match.group("k")) and not words & _PRICE_CONTEXT:
         return None
-    amount = float(match.group("amount").replace(",", "") + (match.group("cents") or ""))
+    amount = float(match.group("amount").replace(",", "").replace(" ", "") + (match.group("cents") or ""))
     return (amount * 1000 if match.group("k") else amount), currency
 
 

@@ -37,6 +37,9 @@ class RequestLimits:
     """Bounds that protect the engine and the batch: a host serves many streams at once."""
 
     max_prompt_chars: int = 4_000
+    # The question's tokens, as the model's tokenizer counts them: on Neuron each long prefill pauses the
+    # replica's other streams, and characters say little about tokens (a token is 1 to 4+ characters).
+    max_prompt_tokens: int = 1_024
     max_tokens_limit: int = 2_048
     # vLLM's own default (16 tokens) cuts shopping answers short; clients that care send max_tokens.
     default_max_tokens: int = 256
@@ -62,6 +65,7 @@ class RequestLimits:
         overrides: dict[str, int] = {}
         for field_name, variable in (
             ("max_prompt_chars", "ASSISTANT_MAX_PROMPT_CHARS"),
+            ("max_prompt_tokens", "ASSISTANT_MAX_PROMPT_TOKENS"),
             ("max_tokens_limit", "ASSISTANT_MAX_TOKENS_LIMIT"),
             ("default_max_tokens", "ASSISTANT_DEFAULT_MAX_TOKENS"),
         ):
@@ -323,6 +327,15 @@ def build_sampling_params(kwargs: Mapping[str, Any]):
         return SamplingParams(**kwargs)
     except Exception as err:  # any refusal of client values is a bad request
         raise RequestError(f"{SAMPLING}: {err}") from None
+
+
+def check_question_tokens(text: str, count_tokens: Callable[[str], int], limits: RequestLimits) -> int:
+    """RequestError when the question is more tokens than limits.max_prompt_tokens; else its count. The
+    character limit has bounded the text already, so counting costs at most a few milliseconds."""
+    tokens = count_tokens(text)
+    if tokens > limits.max_prompt_tokens:
+        raise RequestError(f"text_input: must be at most {limits.max_prompt_tokens} tokens, got {tokens}")
+    return tokens
 
 
 def check_prompt_fits(

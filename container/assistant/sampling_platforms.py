@@ -82,10 +82,25 @@ def resolve_platform(environ: Mapping[str, str], engine_platform: str) -> Sampli
         if chosen not in PLATFORMS:
             raise ValueError(f"{PLATFORM_ENV}: must be one of {', '.join(PLATFORMS)}, got {chosen!r}")
         return PLATFORMS[chosen]
+    cpu_sampling = neuron_cpu_sampling(environ)
     on_neuron = engine_platform.startswith("vllm_neuron")
-    if on_neuron and environ.get(NEURON_CPU_SAMPLING_ENV, "0").strip() not in {"1", "true"}:
-        return NEURON
-    return CPU
+    return NEURON if on_neuron and not cpu_sampling else CPU
+
+
+def neuron_cpu_sampling(environ: Mapping[str, str]) -> bool:
+    """NEURON_ON_DEVICE_SAMPLING_DISABLED as vllm-neuron reads it: `bool(int(value))` (vllm_neuron/worker/
+    neuronx_distributed_model_runner.py), so any whole number other than 0 means CPU sampling and anything
+    else ("true") crashes vllm-neuron while it loads the model, minutes into a start: refused here first."""
+    raw = environ.get(NEURON_CPU_SAMPLING_ENV, "").strip()
+    if not raw:
+        return False
+    try:
+        return int(raw) != 0
+    except ValueError:
+        raise ValueError(
+            f"{NEURON_CPU_SAMPLING_ENV}: must be 1 (sample on the CPU) or 0 (on the device): vllm-neuron "
+            f"reads it as a number, got {raw!r}"
+        ) from None
 
 
 def active_engine_platform() -> str:

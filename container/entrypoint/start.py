@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assistant.sampling_platforms import neuron_cpu_sampling
 from entrypoint.admin_api import new_admin_key, redacted, restricted_api_flags
 from entrypoint.artifact_key import (
     MANIFEST_NAME,
@@ -62,6 +63,10 @@ DEFAULTS = {
     "METRICS_PORT": "8002",
 }
 REQUIRED = ("MODEL_S3_URI", "COMPILED_ARTIFACTS_S3_URI", "CATALOG_INDEX_S3_URI")
+# Triton's own HTTP and gRPC listen here, on loopback only: the public ports (HTTP_PORT, GRPC_PORT, the ALB's
+# target group ports and health checks) are the edge's, which caps request bodies (container/edge).
+TRITON_LOOPBACK_HTTP_PORT = 18000
+TRITON_LOOPBACK_GRPC_PORT = 18001
 SERVED_MODEL = "assistant"
 
 
@@ -85,6 +90,11 @@ class StartPlan:
     environment: dict[str, str]
     command: list[str]
     quantized_checkpoint: tuple[S3Location, Path] | None = None
+
+    def __repr__(self) -> str:
+        # The command holds the admin key: a plan printed in a log or a traceback must not show it.
+        fields = {**self.__dict__, "command": redacted(self.command)}
+        return f"StartPlan({', '.join(f'{name}={value!r}' for name, value in fields.items())})"
 
 
 def _flag(environ: Mapping[str, str], name: str) -> bool:
@@ -121,7 +131,8 @@ def plan_start(
         inputs = compile_inputs(settings, environ, toolchain)
         key = artifact_key(inputs)
         replicas = replicas_per_host(environ)
-    except (EngineSettingsError, ArtifactKeyError, ReplicaError) as err:
+        neuron_cpu_sampling(environ)  # vllm-neuron would crash on a bad value minutes into the load
+    except (EngineSettingsError, ArtifactKeyError, ReplicaError, ValueError) as err:
         raise StartError(str(err)) from None
     try:
         weights = S3Location.parse(environ["MODEL_S3_URI"], variable="MODEL_S3_URI")
@@ -147,7 +158,15 @@ def plan_start(
         "HF_HUB_OFFLINE": "1",
         "LD_LIBRARY_PATH": install.loader_path(environ.get("LD_LIBRARY_PATH", "")),
     }
-    command = [
+    http_port, grpc_port = _port(environ, "HTTP_PORT"), _port(environ, "GRPC_PORT")
+    metrics_port = _port(environ, "METRICS_PORT")
+    taken = {http_port, grpc_port, metrics_port} & {TRITON_LOOPBACK_HTTP_PORT, TRITON_LOOPBACK_GRPC_PORT}
+    if taken:
+        raise StartError(
+            f"HTTP_PORT, GRPC_PORT, METRICS_PORT: {sorted(taken)} is Triton's own loopback port behind the "
+            "edge; pick another"
+        )
+    triton = [
         environ.get("TRITON_SERVER_BIN") or str(install.binary),
         f"--model-repository={repository}",
         f"--backend-directory={get('TRITON_BACKENDS_DIR')}",
@@ -155,14 +174,31 @@ def plan_start(
         f"--load-model={SERVED_MODEL}",
         "--exit-on-error=true",
         "--strict-readiness=true",
-        f"--http-port={_port(environ, 'HTTP_PORT')}",
-        f"--grpc-port={_port(environ, 'GRPC_PORT')}",
-        f"--metrics-port={_port(environ, 'METRICS_PORT')}",
+        "--http-address=127.0.0.1",
+        f"--http-port={TRITON_LOOPBACK_HTTP_PORT}",
+        "--grpc-address=127.0.0.1",
+        f"--grpc-port={TRITON_LOOPBACK_GRPC_PORT}",
+        # Triton binds metrics to --http-address unless told: the metrics port stays on every interface
+        # (the CloudWatch agent scrapes it; the ALB never forwards it).
+        "--metrics-address=0.0.0.0",
+        f"--metrics-port={metrics_port}",
         "--allow-gpu-metrics=false",
         # Model load/unload, shared memory, config, logging, trace and statistics behind a fresh key.
         *restricted_api_flags(new_admin_key()),
         # Streams in flight get time to finish when ECS stops the task (its stopTimeout must be longer).
         "--exit-timeout-secs=110",
+    ]
+    # The edge holds the public ports and starts Triton as its child (edge/run.py).
+    command = [
+        sys.executable,
+        "-m",
+        "edge.run",
+        f"--http=0.0.0.0:{http_port}",
+        f"--grpc=0.0.0.0:{grpc_port}",
+        f"--triton-http=127.0.0.1:{TRITON_LOOPBACK_HTTP_PORT}",
+        f"--triton-grpc=127.0.0.1:{TRITON_LOOPBACK_GRPC_PORT}",
+        "--",
+        *triton,
     ]
     return StartPlan(
         key=key,
@@ -289,6 +325,28 @@ def fetch(plan: StartPlan, s3) -> str:
     return f"weights: {weights} from {plan.weights} into {plan.model_dir}; {artifacts_note}; {index_note}"
 
 
+def fetch_or_explain(plan: StartPlan, s3) -> str:
+    """fetch(), with S3 being down, slow or refusing (no network, no permission, no bucket) turned into a
+    StartError that names what was being fetched, instead of a botocore traceback."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return fetch(plan, s3)
+    except ClientError as err:
+        error = err.response.get("Error", {})
+        raise StartError(
+            f"S3 refused a request while fetching the weights ({plan.weights}), compiled artifacts "
+            f"({plan.artifacts}) or catalog index ({plan.index}): {error.get('Code', 'error')}: "
+            f"{error.get('Message', err)} (check the task role's permissions and the bucket)"
+        ) from None
+    except BotoCoreError as err:
+        raise StartError(
+            f"S3 is not reachable while fetching the weights ({plan.weights}), compiled artifacts "
+            f"({plan.artifacts}) or catalog index ({plan.index}): {err} (check the network path to S3: "
+            "the VPC's S3 endpoint or NAT); ECS will start the task again"
+        ) from None
+
+
 # NeuronCores per /dev/neuronN device: Inf2 and Trn1 chips have 2; a Trn2 chip has 8 physical cores, shown as
 # 8 / NEURON_LOGICAL_NC_CONFIG logical ones (default 2, so 4).
 CORES_PER_DEVICE = {"inf2": 2, "trn1": 2}
@@ -382,7 +440,7 @@ def main(
 
             s3_client = lambda: boto3.client("s3")  # noqa: E731
         check_user(environ, _effective_uid())
-        print(fetch(plan, s3_client()), flush=True)
+        print(fetch_or_explain(plan, s3_client()), flush=True)
         set_replicas(plan)
     except StartError as err:
         print(f"entrypoint: cannot start: {err}", file=sys.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -31,6 +32,12 @@ MODEL_REPOSITORY = CONTAINER_DIR / "model_repository"
 CPU_ENGINE_PROFILE = Path(__file__).with_name("engine-cpu.json")
 SHM_DIR = Path("/dev/shm")
 DEFAULT_PORTS = (8000, 8001, 8002)
+
+
+# Triton ("Socket '127.0.0.1:8002' already in use", "Failed to listen on"), the edge ("address already in
+# use", gRPC's "Failed to bind"): a port someone else took between free_ports() and the bind.
+_PORT_TAKEN = re.compile(r"already in use|Failed to bind|Failed to listen", re.IGNORECASE)
+BIND_ATTEMPTS = 3
 
 
 class ServerError(RuntimeError):
@@ -140,6 +147,21 @@ def server_command(
     return command
 
 
+def edge_command(public: Ports, triton: Ports, triton_command: Sequence[str]) -> list[str]:
+    """The edge on the public ports with Triton's command line after it (edge/run.py)."""
+    return [
+        sys.executable,
+        "-m",
+        "edge.run",
+        f"--http=127.0.0.1:{public.http}",
+        f"--grpc=127.0.0.1:{public.grpc}",
+        f"--triton-http=127.0.0.1:{triton.http}",
+        f"--triton-grpc=127.0.0.1:{triton.grpc}",
+        "--",
+        *triton_command,
+    ]
+
+
 @dataclass
 class TritonServer:
     """One tritonserver process. Use as a context manager; stop() always cleans up its shared memory."""
@@ -154,6 +176,11 @@ class TritonServer:
     extra_environment: Mapping[str, str] = field(default_factory=dict)
     # Engine replicas per model, each its own model instance and vLLM engine (~3 GB each on this CPU).
     replicas: int = 1
+    # As in production (entrypoint/start.py): the edge (container/edge) holds the HTTP and gRPC ports and caps
+    # request bodies; Triton's own listen on other loopback ports behind it.
+    edge: bool = False
+    # Choose free loopback ports at start (ignoring `ports`) and retry with new ones on a bind conflict.
+    pick_ports: bool = False
     process: subprocess.Popen | None = None
 
     def __post_init__(self) -> None:
@@ -164,17 +191,42 @@ class TritonServer:
         self._shm_before: set[Path] | None = None
 
     def start(self, timeout_s: float = 600.0) -> TritonServer:
+        """Start and wait until ready. With pick_ports, free ports are chosen here, and chosen again when a
+        port was taken between the choice and Triton's bind (another program on a busy machine)."""
+        attempts = BIND_ATTEMPTS if self.pick_ports else 1
+        for attempt in range(1, attempts + 1):
+            if self.pick_ports:
+                self.ports = free_ports()
+            try:
+                return self._start_once(timeout_s)
+            except ServerError:
+                if attempt == attempts or not _PORT_TAKEN.search(self.log_tail(80)):
+                    raise
+                print(f"tritonserver: a port was taken before it bound ({self.ports}); new ports")
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout_s: float) -> TritonServer:
         try:
             install = TritonInstall.find()
         except TritonInstallError as err:
             raise ServerError(f"{err}; run `make serve-env`") from None
         backends = install.lay_out_backends(self.work_dir / "backends")
         repository = model_repository(self.work_dir, self.models, self.replicas)
+        triton_ports = self.ports
+        if self.edge:
+            inner = free_ports()
+            triton_ports = Ports(inner.http, inner.grpc, self.ports.metrics)
         command = server_command(
-            install, backends, self.ports, self.models, self.shm_prefix, repository, self.admin_key
+            install, backends, triton_ports, self.models, self.shm_prefix, repository, self.admin_key
         )
+        # Triton's own ports: behind the edge, what a benchmark compares the edge against.
+        self.triton_ports = triton_ports
+        if self.edge:
+            command = edge_command(self.ports, triton_ports, command)
         env = server_environment(os.environ, install, model_dir=self.model_dir, index_dir=self.index_dir)
         env["REPLICAS_PER_HOST"] = str(self.replicas)
+        if self.edge:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CONTAINER_DIR), env.get("PYTHONPATH")]))
         env.update(self.extra_environment)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         log = None if self.log_to_console else self.log_path.open("wb")

@@ -61,9 +61,15 @@ class EngineLoop:
             self.stop()
             raise EngineSettingsError(f"{source}: engine arguments rejected: {err}") from err
 
-    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
-        """Run a coroutine on the engine loop and wait for its result (for start-up and shutdown)."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+    def run(self, coroutine: Coroutine[Any, Any, Any], timeout_s: float | None = None) -> Any:
+        """Run a coroutine on the engine loop and wait for its result (for start-up and shutdown), at most
+        timeout_s: a blocked loop raises concurrent.futures.TimeoutError instead of holding the caller."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            return future.result(timeout=timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise
 
     def submit(self, coroutine: Coroutine[Any, Any, Any]) -> concurrent.futures.Future:
         future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)

@@ -49,7 +49,7 @@ class AssistantModel(StreamingModel):
         )
 
     def parse(self, request) -> ServingRequest:
-        from assistant.request import build_sampling_params, parse_request
+        from assistant.request import build_sampling_params, check_question_tokens, parse_request
         from serving.stock_compat import flags
 
         inputs = read_inputs(self.pb, request, INPUTS + ADDITIONAL_OUTPUTS)
@@ -61,6 +61,10 @@ class AssistantModel(StreamingModel):
             limits=self.limits,
             platform=self.sampling_platform,
         )
+        # On Triton's thread, not the engine loop: the question's tokens against the limit, and its control
+        # tokens removed once (the cleaner's cache hands the result to the prompt built on the loop).
+        check_question_tokens(parsed.text, self.chat.count_tokens, self.limits)
+        self.chat.clean(parsed.text)
         sampling = parsed.sampling.engine_kwargs()
         build_sampling_params(sampling)  # vLLM's own checks now, so the engine never refuses a request
         return ServingRequest(

@@ -10,7 +10,13 @@ as its own small process: it notes the stub's descendants twice a second; once T
 the guard started) is gone for ORPHAN_GRACE_S, it kills the stub; once the stub is gone, it kills the
 descendants still running.
 
-    python -m serving.orphan_guard <stub pid>
+A stub that dies while Triton runs (SIGKILL, OOM kill, a crash) leaves a silent replica: Triton 2.51's Python
+backend never restarts a decoupled model's stub, its readiness stays green and every request to the model
+fails for ever. A clean finalize() kills this guard before the stub exits, so a guard that sees its stub gone
+knows the death was not clean: it writes an EMF line (RequestFailed=1, with the reason) and sends Triton
+SIGTERM, as a dead engine does (readiness fails at once, the server exits, ECS replaces the task).
+
+    python -m serving.orphan_guard <stub pid> [<model name>]
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ POLL_S = 0.5
 # A stub normally exits before Triton does (Triton waits for its models to unload); one still running this
 # long after Triton is gone has nobody left to tell it to stop.
 ORPHAN_GRACE_S = 2.0
+TRITON_DEFAULT_EXIT_TIMEOUT_S = 30.0
+# After Triton's exit timeout: time to finish exiting before a hung Triton is killed.
+EXIT_MARGIN_S = 3.0
 
 
 def _stat(pid: int) -> tuple[int, str] | None:
@@ -79,7 +88,82 @@ def kill_recorded(recorded: dict[int, str]) -> list[int]:
     return killed
 
 
-def guard(stub_pid: int) -> list[int]:
+def is_triton(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip().startswith("tritonserver")
+    except OSError:
+        return False
+
+
+def stub_death_record(model_name: str, stub_pid: int, environ: dict[str, str] | None = None) -> dict:
+    """The EMF line for a model process that died without a clean shutdown: the requests it held failed."""
+    from assistant.metrics import (
+        REQUEST_FAILED,
+        MetricValue,
+        emf_record,
+        namespace_from_env,
+        serving_dimensions,
+    )
+
+    dimensions, dimension_sets = serving_dimensions(model_name, os.environ if environ is None else environ)
+    return emf_record(
+        namespace=namespace_from_env(),
+        dimensions=dimensions,
+        metrics=[MetricValue(REQUEST_FAILED, 1, "Count")],
+        timestamp_ms=int(time.time() * 1000),
+        properties={
+            "Outcome": "failed",
+            "Reason": f"model process {stub_pid} died without a clean shutdown; stopping the server",
+        },
+        dimension_sets=dimension_sets,
+    )
+
+
+def stop_server_for_dead_stub(stub_pid: int, server_pid: int, model_name: str) -> None:
+    """The stub died while Triton runs: report it and stop Triton, so the host leaves service."""
+    from assistant.metrics import emf_line
+
+    print(emf_line(stub_death_record(model_name, stub_pid)), flush=True)
+    print(
+        f"orphan_guard: model process {stub_pid} ({model_name}) died without a clean shutdown; "
+        f"stopping Triton (pid {server_pid}) so the host is replaced",
+        file=sys.stderr,
+        flush=True,
+    )
+    server = _stat(server_pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(server_pid, signal.SIGTERM)
+    # Triton drains the other models' streams for its exit timeout, then exits; but with a request held by
+    # the dead stub, Triton 2.51 was seen to hang after "Exit timeout expired. Exiting immediately." A host
+    # that neither serves nor exits is what this guard is for: past the timeout and a margin, it is killed.
+    deadline = time.monotonic() + exit_timeout_s(server_pid) + EXIT_MARGIN_S
+    while time.monotonic() < deadline:
+        if server is None or _stat(server_pid) != server:
+            return
+        time.sleep(POLL_S)
+    print(
+        f"orphan_guard: Triton (pid {server_pid}) did not exit after its exit timeout; killing it",
+        file=sys.stderr,
+        flush=True,
+    )
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(server_pid, signal.SIGKILL)
+
+
+def exit_timeout_s(server_pid: int) -> float:
+    """Triton's --exit-timeout-secs, from its command line (Triton's default, 30 s, when not given)."""
+    try:
+        arguments = Path(f"/proc/{server_pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return TRITON_DEFAULT_EXIT_TIMEOUT_S
+    for argument in arguments:
+        name, _, value = argument.partition("=")
+        if name == "--exit-timeout-secs" and value.isdigit():
+            return float(value)
+    return TRITON_DEFAULT_EXIT_TIMEOUT_S
+
+
+def guard(stub_pid: int, model_name: str = "model") -> list[int]:
     recorded: dict[int, str] = {}
     stub = _stat(stub_pid)
     if stub is None:
@@ -100,19 +184,23 @@ def guard(stub_pid: int) -> list[int]:
                     flush=True,
                 )
                 kill_recorded({stub_pid: stub[1]})
-                break
+                return kill_recorded(recorded)
         time.sleep(POLL_S)
-    return kill_recorded(recorded)
+    killed = kill_recorded(recorded)
+    # Gone while this guard lives: a clean finalize() would have stopped the guard first.
+    if server is not None and _stat(server_pid) == server and is_triton(server_pid):
+        stop_server_for_dead_stub(stub_pid, server_pid, model_name)
+    return killed
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or not argv[0].isdigit():
-        print("usage: python -m serving.orphan_guard <pid>", file=sys.stderr)
+    if len(argv) not in (1, 2) or not argv[0].isdigit():
+        print("usage: python -m serving.orphan_guard <pid> [<model name>]", file=sys.stderr)
         return 2
     # A terminal's Ctrl-C or the group's SIGTERM is meant for the server; the guard outlives it by design.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    killed = guard(int(argv[0]))
+    killed = guard(int(argv[0]), *argv[1:])
     if killed:
         print(f"orphan_guard: killed engine processes {killed} left by pid {argv[0]}", file=sys.stderr)
     return 0

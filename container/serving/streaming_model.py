@@ -16,6 +16,7 @@ process dies first.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import gc
@@ -104,6 +105,10 @@ def _seconds(environ, name: str, default: float) -> float:
     return value
 
 
+# EMF metric of the lines the log writer dropped while the container's log stream was slow.
+LOG_LINES_DROPPED = "LogLinesDropped"
+
+
 class StreamingModel:
     """Base for the Triton Python-backend models; subclasses say how a request is parsed and prepared."""
 
@@ -117,6 +122,7 @@ class StreamingModel:
         from serving.engine_loop import EngineLoop
         from serving.engine_stats import EngineStats
         from serving.host_gauge import HostGaugeBoard
+        from serving.log_writer import LineWriter
         from serving.outbox import Outbox
         from serving.replicas import placement
         from serving.triton_metrics import ServingMetrics
@@ -153,6 +159,8 @@ class StreamingModel:
         self.healthy = True
         self.draining = False
         self.outbox = Outbox()
+        # EMF lines: off the outbox thread, which sends every stream's tokens (serving/log_writer.py).
+        self.log_writer = LineWriter(report_drops=self._drops_line)
         self.metrics = ServingMetrics(pb_utils, self.model_name, replica=self.replica.index)
         self.gauge_board = HostGaugeBoard.for_server(self.model_name, self.replica)
         self.engine_stats = EngineStats()
@@ -162,7 +170,7 @@ class StreamingModel:
         self._admitted = 0
         self._admission = threading.Lock()
         self._guard = subprocess.Popen(
-            [_python(), "-m", "serving.orphan_guard", str(os.getpid())],
+            [_python(), "-m", "serving.orphan_guard", str(os.getpid()), self.model_name],
             cwd=str(Path(__file__).resolve().parents[1]),
         )
         try:
@@ -236,12 +244,24 @@ class StreamingModel:
         if self._watch is not None:  # the shutdown below ends the engine's processes on purpose
             self._watch.stop()
         deadline = time.monotonic() + self.drain_timeout_s
-        while self.engine.run(self._live_count()) and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            # Asked of the loop with a timeout: a blocked loop must not hold the shutdown (and with it the
+            # host, failing new requests fast) for ever.
+            try:
+                if not self.engine.run(self._live_count(), timeout_s=max(0.1, deadline - time.monotonic())):
+                    break
+            except concurrent.futures.TimeoutError:
+                print(
+                    f"{self.model_name}: the engine loop did not answer within the drain; stopping it",
+                    flush=True,
+                )
+                break
             time.sleep(0.2)
         self.engine.stop(timeout_s=ENGINE_SHUTDOWN_TIMEOUT_S)
         self._kill_leftover_processes()
         self.gauge_board.leave()
         self.outbox.stop()
+        self.log_writer.stop()
         self._stop_guard()
         # Release the metric families while Triton's shared memory still exists: left to interpreter exit,
         # their destructors write to unmapped memory and the stub segfaults.
@@ -530,7 +550,22 @@ class StreamingModel:
                 dimension_sets=self.emf_dimension_sets,
                 properties={"Kind": "host-gauge"},
             )
-            print(emf_line(record), flush=True)
+            self.log_writer.write(emf_line(record))
+
+    def _drops_line(self, count: int) -> str:
+        """The EMF line that reports metric lines dropped while the log stream was slow."""
+        from assistant.metrics import MetricValue, emf_line, emf_record, namespace_from_env
+
+        return emf_line(
+            emf_record(
+                namespace=namespace_from_env(),
+                dimensions=self.emf_dimensions,
+                metrics=[MetricValue(LOG_LINES_DROPPED, count, "Count")],
+                timestamp_ms=int(time.time() * 1000),
+                properties={"Kind": "log-lines-dropped"},
+                dimension_sets=self.emf_dimension_sets,
+            )
+        )
 
     def _record(
         self, request_id, outcome, ttft_ms, output_tokens, input_tokens, properties, waited_ms=None
@@ -555,7 +590,7 @@ class StreamingModel:
             properties={"RequestId": request_id or "none", "Outcome": outcome, **(properties or {})},
         )
         # stdout of the stub reaches the container log, which the awslogs driver ships to CloudWatch.
-        print(emf_line(record), flush=True)
+        self.log_writer.write(emf_line(record))
 
     def _kill_leftover_processes(self) -> None:
         """Engine processes still alive after the shutdown (a worker stuck in a step) go now, not never."""

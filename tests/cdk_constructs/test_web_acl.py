@@ -4,8 +4,16 @@ import pytest
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk.assertions import Match, Template
 
+from assistant.request import RequestLimits
 from cdk_constructs.log_encryption import EncryptedLogs, LogProps
-from cdk_constructs.web_acl import COMMON_RULES_COUNTED, ServingWebAcl, WebAclProps
+from cdk_constructs.web_acl import (
+    ALB_BODY_INSPECTION_LIMIT_BYTES,
+    COMMON_RULES_COUNTED,
+    MAX_QUESTION_CHARS,
+    ServingWebAcl,
+    WebAclProps,
+    request_body_limit_bytes,
+)
 
 PROPS = WebAclProps(name="kit-us-east-1", rate_limit_per_ip=750, rate_limit_window_seconds=120)
 
@@ -55,7 +63,7 @@ def test_a_cdn_or_proxy_in_front_rate_limits_on_the_forwarded_address(stack, vpc
         "Limit": 750,
         "EvaluationWindowSec": 120,
     }
-    assert sorted(rule["Priority"] for rule in rules.values()) == [0, 1, 2, 3]
+    assert sorted(rule["Priority"] for rule in rules.values()) == [0, 1, 2, 3, 4]
 
 
 def test_a_custom_header_key_with_a_per_address_backstop_for_requests_without_it(stack, vpc):
@@ -85,7 +93,7 @@ def test_a_custom_header_key_with_a_per_address_backstop_for_requests_without_it
         "Limit": 50_000,
         "EvaluationWindowSec": 300,
     }
-    assert sorted(rule["Priority"] for rule in rules.values()) == [0, 1, 2, 3, 4]
+    assert sorted(rule["Priority"] for rule in rules.values()) == [0, 1, 2, 3, 4, 5]
 
 
 def test_managed_groups_for_an_api_run_after_the_rate_limit(template):
@@ -102,7 +110,7 @@ def test_managed_groups_for_an_api_run_after_the_rate_limit(template):
     }
     assert all(statement["VendorName"] == "AWS" for statement in managed.values())
     assert "AWSManagedRulesSQLiRuleSet" not in rules  # no SQL behind the endpoint; prompts mention SQL
-    assert sorted(rule["Priority"] for rule in rules.values()) == [0, 1, 2, 3]
+    assert sorted(rule["Priority"] for rule in rules.values()) == [0, 1, 2, 3, 4]
     assert rules["RateLimitPerClientIp"]["Priority"] == 0
     for name in managed:
         assert rules[name]["OverrideAction"] == {"None": {}}  # the groups' own actions apply
@@ -150,3 +158,34 @@ def test_logs_go_to_an_encrypted_aws_waf_logs_group_with_credentials_redacted(te
     text = str(destination)
     assert "log-group:aws-waf-logs-kit-us-east-1" in text and not text.endswith(":*']}")
     assert logging["DependsOn"] == [group_id]  # the group exists before WAF delivers to it
+
+
+def test_a_body_larger_than_a_question_needs_is_blocked_even_past_what_waf_can_see(template):
+    """Triton 2.51 takes any body (an 8 MB one crashed it): the size rule blocks, and a body past the 8 KB WAF
+    inspects on an ALB matches (OversizeHandling MATCH) instead of passing on its first 8 KB."""
+    rules = _rules(template)
+    rule = rules["RequestBodyTooLarge"]
+    assert rule["Action"] == {"Block": {}}
+    statement = rule["Statement"]["SizeConstraintStatement"]
+    assert statement["FieldToMatch"] == {"Body": {"OversizeHandling": "MATCH"}}
+    assert statement["ComparisonOperator"] == "GT"
+    assert (
+        statement["Size"] == request_body_limit_bytes(MAX_QUESTION_CHARS) == ALB_BODY_INSPECTION_LIMIT_BYTES
+    )
+    # Before the managed groups: a large body costs them nothing.
+    managed = [r["Priority"] for r in rules.values() if "ManagedRuleGroupStatement" in r["Statement"]]
+    assert rule["Priority"] < min(managed)
+
+
+def test_the_body_limit_follows_the_question_limit_up_to_what_waf_can_see(stack, vpc):
+    short = WebAclProps("kit-us-east-1", 750, 120, max_question_chars=1_000)
+    statement = _rules(_build(stack, vpc, short))["RequestBodyTooLarge"]["Statement"][
+        "SizeConstraintStatement"
+    ]
+    # 1,000 characters of 4-byte UTF-8 and the request around them.
+    assert statement["Size"] == 1_000 * 4 + 2_048 < ALB_BODY_INSPECTION_LIMIT_BYTES
+    assert request_body_limit_bytes(100_000) == ALB_BODY_INSPECTION_LIMIT_BYTES
+
+
+def test_the_question_limit_is_the_one_the_container_enforces():
+    assert RequestLimits().max_prompt_chars == MAX_QUESTION_CHARS

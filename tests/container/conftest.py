@@ -7,6 +7,7 @@ stopped at the end, shared-memory files included.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import urllib.request
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from local.demo_assets import REPO_DIR, DemoAssets, ensure_demo_assets
-from local.triton_server import ServerError, TritonServer, free_ports
+from local.triton_server import ServerError, TritonServer
 
 TEST_ASSETS_DIR = REPO_DIR / "build" / "test-assets"
 TEST_PRODUCTS = 2_000
@@ -116,23 +117,50 @@ def triton(
         model_dir=demo_assets.model_dir,
         index_dir=shop_index,
         work_dir=tmp_path_factory.mktemp("triton"),
-        ports=free_ports(),
+        pick_ports=True,  # chosen at start, chosen again if taken before Triton binds
         models=("assistant", "passthrough"),
         extra_environment=TEST_ENVIRONMENT,
+        edge=True,  # as in production: every session test goes through the body cap
     )
-    engine_shm_before = set(Path("/dev/shm").glob("psm_*"))
     try:
         server.start(timeout_s=SERVER_START_TIMEOUT_S)
     except ServerError as err:
         pytest.fail(f"the test server did not start: {err}", pytrace=False)
+    engine_segments: set[Path] = set()
     try:
         yield server
     finally:
+        # The vLLM engines' psm_* segments are the ones this server's processes hold: other servers on the
+        # machine (other test sessions) create and remove theirs meanwhile.
+        if server.process is not None:
+            engine_segments = shared_memory_in_use(server.process.pid)
         server.stop()
         # Triton's regions and the vLLM engine's (a clean engine shutdown removes its psm_* segments).
         leftovers = list(Path("/dev/shm").glob(f"{server.shm_prefix}*"))
-        leftovers += sorted(set(Path("/dev/shm").glob("psm_*")) - engine_shm_before)
+        leftovers += sorted(segment for segment in engine_segments if segment.exists())
         assert not leftovers, f"shared memory left behind: {leftovers}"
+
+
+def shared_memory_in_use(root_pid: int) -> set[Path]:
+    """The /dev/shm/psm_* segments a process and its descendants have mapped or open."""
+    from serving.orphan_guard import descendants
+
+    segments: set[Path] = set()
+    for pid in [root_pid, *descendants(root_pid)]:
+        proc = Path(f"/proc/{pid}")
+        try:
+            segments.update(
+                Path(line.split()[-1])
+                for line in (proc / "maps").read_text().splitlines()
+                if "/dev/shm/psm_" in line
+            )
+            for fd in (proc / "fd").iterdir():
+                target = os.readlink(fd) if fd.is_symlink() else ""
+                if target.startswith("/dev/shm/psm_"):
+                    segments.add(Path(target))
+        except OSError:
+            continue
+    return segments
 
 
 _SAMPLE = re.compile(r"^(?P<name>[a-z_:]+)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$")

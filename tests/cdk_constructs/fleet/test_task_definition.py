@@ -8,6 +8,7 @@ from cdk_constructs.fleet import ImageSource
 from cdk_constructs.fleet.host_boot import SERVING_USER_ID, STOP_TIMEOUT_SECONDS, data_disk_script
 from cdk_constructs.fleet.task_definition import (
     DEAD_CONTAINER_SECONDS,
+    LOG_BUFFER_MIB,
     container_health_command,
     container_health_timing,
 )
@@ -181,3 +182,10 @@ def test_asset_image_is_built_from_the_folder(stack, vpc, tmp_path):
     (tmp_path / "Dockerfile").write_text("FROM scratch\n")
     _, template = build(stack, vpc, fleet_props(image=ImageSource(asset_directory=str(tmp_path))))
     assert "cdk-hnb659fds-container-assets" in json.dumps(serving_container(template)["Image"])
+
+
+def test_container_logs_never_block_the_streams(template):
+    """In blocking mode a slow CloudWatch Logs fills the pipe and stops the process writing to it."""
+    options = serving_container(template)["LogConfiguration"]["Options"]
+    assert options["mode"] == "non-blocking"
+    assert options["max-buffer-size"] == f"{LOG_BUFFER_MIB * 1024 * 1024}b"

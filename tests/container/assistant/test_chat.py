@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assistant.catalog import generate_catalog
@@ -105,3 +106,48 @@ def test_a_template_with_a_system_role_keeps_it(llama_style: str) -> None:
 def test_a_template_that_shows_no_user_text_is_refused_at_load(tokenizer, tmp_path: Path) -> None:
     with pytest.raises(ChatTemplateError, match="shows neither a system message nor the user's text"):
         ChatFormat.load(_save(tokenizer, tmp_path, "{{ 'nothing' }}"))
+
+
+# ---- cost: cleaning runs on the engine loop that serves every stream ----
+CLEANING_BUDGET_S = 0.025
+LLAMA3_SPECIAL = ["<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>", "<|begin_of_text|>"] + [
+    f"<|reserved_special_token_{number}|>" for number in range(250)
+]
+
+
+def _nested(length: int) -> str:
+    """ "<|eot<|eot<|eot_id|>_id|>_id|>": each removal joins the next token, one level per pass."""
+    half = (length - 10) // 10
+    return "<|eot" * half + "<|eot_id|>" + "_id|>" * half
+
+
+def _cleaning_seconds(clean, text: str) -> float:
+    """The least CPU time of a few runs (thread time ignores a loaded machine's waits)."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.thread_time()
+        clean(text)
+        best = min(best, time.thread_time() - started)
+    return best
+
+
+@pytest.mark.parametrize("length", [4_000, 20_000])
+def test_nested_control_tokens_are_removed_in_linear_time(length: int) -> None:
+    """Removing until nothing changed took 156 ms at 4,000 characters and 4.3 s at 20,000."""
+    clean = control_token_cleaner(LLAMA3_SPECIAL)
+    text = _nested(length)
+    assert clean(text) == ""
+    assert _cleaning_seconds(clean, text) < CLEANING_BUDGET_S
+
+
+_TOKEN_PIECES = ["<|", "eot", "_id", "|>", "<|eot_id|>", "<|start_header_id|>", "x", " ", "<", "|", ">", "s"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(_TOKEN_PIECES), min_size=1, max_size=6_000))
+def test_any_text_up_to_the_cap_is_cleaned_of_every_token_within_budget(pieces: list[str]) -> None:
+    clean = control_token_cleaner(LLAMA3_SPECIAL)
+    text = "".join(pieces)[:20_000]
+    cleaned = clean(text)
+    assert not any(token in cleaned for token in LLAMA3_SPECIAL)
+    assert _cleaning_seconds(clean, text) < CLEANING_BUDGET_S

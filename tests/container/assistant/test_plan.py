@@ -203,6 +203,11 @@ def test_cheapest_sorts_by_price(text: str) -> None:
         ("jacket under £1,200", 1200.0, "GBP", "jacket"),
         ("tv under 2,000 pounds sterling", 2000.0, "GBP", "tv"),
         ("laptop\tunder\n\n$1,500", 1500.0, "USD", "laptop"),
+        # A space as the thousands separator (as much of Europe writes it), a sign after a space.
+        ("laptop under $1 500", 1500.0, "USD", "laptop"),
+        ("boots under 150 €", 150.0, "EUR", "boots"),
+        ("sofa under 1\u00a0200 €", 1200.0, "EUR", "sofa"),
+        ("headphones under $50 2 pack", 50.0, "USD", "headphones 2 pack"),
         # A comma that is not a thousands separator is no amount at all, rather than a wrong one.
         ("headphones under 1,50 budget", None, None, "headphones 1 50"),
         ("tent under 4 pounds", None, None, "tent 4 pounds"),

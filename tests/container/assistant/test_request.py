@@ -307,6 +307,9 @@ def test_neuron_takes_what_its_sampler_uses_and_neutral_values_of_the_rest() -> 
         ({}, "vllm.platforms.cpu", CPU),
         ({}, "vllm_neuron.platform", NEURON),
         ({"NEURON_ON_DEVICE_SAMPLING_DISABLED": "1"}, "vllm_neuron.platform", CPU),
+        # vllm-neuron reads bool(int(value)): any whole number but 0 samples on the CPU.
+        ({"NEURON_ON_DEVICE_SAMPLING_DISABLED": "2"}, "vllm_neuron.platform", CPU),
+        ({"NEURON_ON_DEVICE_SAMPLING_DISABLED": "0"}, "vllm_neuron.platform", NEURON),
         ({"SAMPLING_PLATFORM": "neuron"}, "vllm.platforms.cpu", NEURON),
     ],
 )
@@ -314,6 +317,13 @@ def test_the_platform_comes_from_the_engine_unless_set(
     environ: dict, engine_platform: str, expected: SamplingPlatform
 ) -> None:
     assert resolve_platform(environ, engine_platform) is expected
+
+
+@pytest.mark.parametrize("value", ["true", "yes", "on"])
+def test_a_cpu_sampling_switch_vllm_neuron_cannot_read_is_refused(value: str) -> None:
+    """vllm-neuron crashed at load on "true", which the kit had read as CPU sampling."""
+    with pytest.raises(ValueError, match=f"NEURON_ON_DEVICE_SAMPLING_DISABLED: must be 1 .* got '{value}'"):
+        resolve_platform({"NEURON_ON_DEVICE_SAMPLING_DISABLED": value}, "vllm_neuron.platform")
 
 
 def test_an_unknown_platform_setting_names_the_variable() -> None:
@@ -384,3 +394,44 @@ def test_a_prompt_too_big_for_any_tokenization_is_refused_without_tokenizing() -
     assert (
         check_prompt_fits("x" * 20_480, lambda text: 2_000, max_model_len=2_048, max_token_bytes=10) == 2_000
     )
+
+
+# ---- the question's size in tokens, as the model's tokenizer counts them ----
+@pytest.fixture(scope="module")
+def tiny_chat():
+    """The tiny test model's own tokenizer (built once under build/test-assets)."""
+    from assistant.chat import ChatFormat
+    from local.demo_assets import REPO_DIR, ensure_demo_assets
+
+    return ChatFormat.load(
+        str(ensure_demo_assets(REPO_DIR / "build" / "test-assets", products=2_000).model_dir)
+    )
+
+
+def test_a_question_over_the_token_limit_is_refused_with_its_count() -> None:
+    from assistant.request import check_question_tokens
+
+    limits = RequestLimits(max_prompt_tokens=5)
+    words = lambda text: len(text.split())  # noqa: E731 - a tokenizer stand-in: one token a word
+    assert check_question_tokens("waterproof hiking boots", words, limits) == 3
+    with pytest.raises(RequestError, match="text_input: must be at most 5 tokens, got 6"):
+        check_question_tokens("a b c d e f", words, limits)
+
+
+def test_the_token_limit_is_tuned_per_instance_type_from_the_environment() -> None:
+    assert RequestLimits.from_env({"ASSISTANT_MAX_PROMPT_TOKENS": "256"}).max_prompt_tokens == 256
+    assert RequestLimits().max_prompt_tokens == 1_024
+
+
+def test_a_question_within_the_character_limit_can_exceed_the_token_limit_with_the_real_tokenizer(
+    tiny_chat,
+) -> None:
+    """Characters say little about tokens: 4,000 characters of digits and symbols are far more tokens
+    than 4,000 of words."""
+    from assistant.request import check_question_tokens
+
+    limits = RequestLimits()
+    dense = "7#" * 1_999
+    assert len(dense) <= limits.max_prompt_chars
+    with pytest.raises(RequestError, match="tokens"):
+        check_question_tokens(dense, tiny_chat.count_tokens, limits)

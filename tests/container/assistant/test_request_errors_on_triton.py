@@ -55,11 +55,13 @@ def _counts(triton: TritonServer, model: str = "assistant") -> tuple[float, floa
             "sampling_parameters.ignore_eos: not settable on this model",
             id="ignore-eos",
         ),
+        # Within the character limit, over the token limit (1,024): refused before any prompt is built, so
+        # the prompt's own max_model_len check (tests/container/assistant/test_request.py) stays a backstop.
         pytest.param(
             OVER_LONG_QUESTION,
             {"max_tokens": 8},
-            "text_input: the prompt it makes is",
-            id="prompt-over-max-model-len",
+            "text_input: must be at most 1024 tokens, got",
+            id="question-over-the-token-limit",
         ),
     ],
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import boto3
@@ -15,7 +16,7 @@ from assistant.retrieve import MANIFEST_NAME as INDEX_MANIFEST
 from assistant.retrieve import build_index
 from entrypoint.artifact_key import MANIFEST_NAME, artifact_key, compile_inputs, completion_manifest
 from entrypoint.s3_fetch import S3Location, upload_build, upload_folder
-from entrypoint.start import check_user, main, neuron_cores_present, plan_start
+from entrypoint.start import StartError, check_user, main, neuron_cores_present, plan_start
 from entrypoint.weights import upload as upload_weights
 from serving.engine_settings import engine_settings
 
@@ -105,8 +106,37 @@ def test_dry_run_prints_key_variables_and_command(environ, capsys) -> None:
     assert "engine replicas: 3 x tensor parallel 32 (NeuronCores 0-95)" in out
     assert "REPLICAS_PER_HOST=3" in out
     assert f"NEURON_COMPILED_ARTIFACTS={environ['COMPILED_ARTIFACTS_DIR']}/{key}" in out
-    for flag in ("--http-port=8000", "--grpc-port=8001", "--metrics-port=8002", "--load-model=assistant"):
+    for flag in (
+        "--http=0.0.0.0:8000",
+        "--grpc=0.0.0.0:8001",
+        "--metrics-port=8002",
+        "--load-model=assistant",
+    ):
         assert flag in out
+
+
+def test_the_edge_holds_the_public_ports_and_triton_listens_on_loopback_behind_it(environ) -> None:
+    """The ALB's ports are the body cap's (container/edge): Triton 2.51 would take any body."""
+    command = plan_start(environ, toolchain=TOOLCHAIN).command
+    separator = command.index("--")
+    edge, triton = command[:separator], command[separator + 1 :]
+    assert edge[1:3] == ["-m", "edge.run"]
+    assert "--http=0.0.0.0:8000" in edge and "--grpc=0.0.0.0:8001" in edge
+    assert "--triton-http=127.0.0.1:18000" in edge and "--triton-grpc=127.0.0.1:18001" in edge
+    assert triton[0].endswith("tritonserver")
+    assert "--metrics-address=0.0.0.0" in triton, "metrics would follow --http-address onto loopback"
+    for flag in (
+        "--http-address=127.0.0.1",
+        "--http-port=18000",
+        "--grpc-address=127.0.0.1",
+        "--grpc-port=18001",
+    ):
+        assert flag in triton
+
+
+def test_a_public_port_on_tritons_loopback_port_is_refused(environ) -> None:
+    with pytest.raises(StartError, match="HTTP_PORT, GRPC_PORT, METRICS_PORT: \\[18000\\]"):
+        plan_start({**environ, "HTTP_PORT": "18000"}, toolchain=TOOLCHAIN)
 
 
 def test_admin_apis_are_restricted_behind_a_fresh_key_never_printed(environ, capsys) -> None:
@@ -199,7 +229,8 @@ def test_start_fetches_weights_artifacts_and_index_then_execs_triton(
     assert artifact.read_bytes() == b"neff"
     assert not artifact.stat().st_mode & 0o222, "artifacts are read-only: no compile can write over them"
     ((binary, command, env),) = calls
-    assert binary.endswith("tritonserver") and command[0] == binary
+    assert binary == sys.executable and command[0] == binary and command[1:3] == ["-m", "edge.run"]
+    assert command[command.index("--") + 1].endswith("tritonserver")
     assert env["NEURON_COMPILED_ARTIFACTS"] == str(tmp_path / "compiled" / key)
     assert "catalog index: 50 products from catalog.jsonl" in capsys.readouterr().out
     assert (tmp_path / "index" / INDEX_MANIFEST).is_file()
@@ -330,3 +361,52 @@ def test_the_start_refuses_root_unless_allowed(environ, s3, devices, capsys, mon
     assert start(["--dry-run"], environ) == 0, "a dry run needs no user"
     assert check_user({"ALLOW_ROOT": "true"}, 0) is None
     assert check_user({}, 10001) is None
+
+
+def test_the_admin_key_is_not_in_the_plans_repr(environ) -> None:
+    from entrypoint.admin_api import HTTP_HEADER
+
+    plan = plan_start(environ, toolchain=TOOLCHAIN)
+    (argument,) = [a for a in plan.command if a.startswith("--http-restricted-api=")]
+    key = argument.split(f":{HTTP_HEADER}=")[1]
+    shown = repr(plan)
+    assert key not in shown and "<redacted>" in shown and "artifacts_dir=" in shown
+
+
+def test_s3_down_at_boot_is_a_clear_message_not_a_traceback(environ, devices, capsys) -> None:
+    """Nothing listens at the endpoint (connection refused): as an S3 outage or a missing VPC endpoint."""
+    import socket
+
+    from botocore.config import Config
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nobody listens there now
+    client = boto3.client(
+        "s3",
+        region_name="us-east-1",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=2),
+    )
+    assert start([], environ, devices, s3_client=lambda: client, exec_fn=lambda *args: None) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("entrypoint: cannot start: S3 is not reachable") and "Traceback" not in err
+    assert "s3://" in err
+
+
+def test_s3_refusing_access_is_a_clear_message(environ, s3, devices, capsys) -> None:
+    s3.delete_object(Bucket=BUCKET, Key="weights/llama/config.json")
+    s3.delete_object(Bucket=BUCKET, Key="weights/llama/shards/model-00001.safetensors")
+    put_artifacts(s3, environ)
+    missing_bucket = {**environ, "MODEL_S3_URI": "s3://no-such-bucket-here/weights/"}
+    assert start([], missing_bucket, devices, s3_client=lambda: s3, exec_fn=lambda *args: None) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("entrypoint: cannot start: S3 refused a request") and "NoSuchBucket" in err
+
+
+def test_a_cpu_sampling_switch_vllm_neuron_cannot_read_stops_the_start_before_downloads(environ) -> None:
+    with pytest.raises(StartError, match="NEURON_ON_DEVICE_SAMPLING_DISABLED: must be 1"):
+        plan_start({**environ, "NEURON_ON_DEVICE_SAMPLING_DISABLED": "true"}, toolchain=TOOLCHAIN)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+import urllib.request
 from pathlib import Path
+
+import pytest
 
 from entrypoint.triton_install import TritonInstall
 from local.triton_server import (
@@ -58,3 +61,49 @@ def test_only_shared_memory_nobody_holds_is_removable(tmp_path: Path) -> None:
     orphan.write_bytes(b"x")
     with held.open("rb"):
         assert _unused({held, orphan}) == [orphan]
+
+
+@pytest.mark.serving
+def test_a_port_taken_before_triton_binds_it_is_retried_on_new_ports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a busy machine another program took a port between free_ports() choosing it and Triton binding it
+    ("Socket ... already in use"), and 56 serving tests failed. The first choice here is a port this test
+    holds; the start must see the conflict and come up on new ports."""
+    import socket
+
+    import local.triton_server as triton_server
+    from local.demo_assets import REPO_DIR, ensure_demo_assets
+    from local.triton_server import Ports, TritonServer
+
+    assets = ensure_demo_assets(REPO_DIR / "build" / "test-assets", products=2_000)
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    taken = holder.getsockname()[1]
+    real_free_ports = triton_server.free_ports
+    choices: list[Ports] = []
+
+    def first_one_taken() -> Ports:
+        chosen = real_free_ports()
+        if not choices:
+            chosen = Ports(chosen.http, chosen.grpc, taken)  # the metrics port, as in the failed run
+        choices.append(chosen)
+        return chosen
+
+    monkeypatch.setattr(triton_server, "free_ports", first_one_taken)
+    server = TritonServer(
+        model_dir=assets.model_dir,
+        index_dir=assets.index_dir,
+        work_dir=tmp_path,
+        models=("passthrough",),
+        pick_ports=True,
+    )
+    try:
+        server.start(timeout_s=600)
+        assert server.ports.metrics != taken and len(choices) == 2
+        with urllib.request.urlopen(f"http://{server.http_url}/v2/health/ready", timeout=10) as response:
+            assert response.status == 200
+    finally:
+        server.stop()
+        holder.close()

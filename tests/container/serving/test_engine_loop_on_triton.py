@@ -11,7 +11,7 @@ import pytest
 
 from local.client import StreamingClient
 from local.demo_assets import DemoAssets
-from local.triton_server import TritonServer, free_ports
+from local.triton_server import TritonServer
 from tests.container.conftest import (
     SERVER_START_TIMEOUT_S,
     TEST_ENVIRONMENT,
@@ -31,7 +31,7 @@ def test_a_graceful_stop_shuts_the_engine_down_without_an_error_or_a_kill(
         model_dir=demo_assets.model_dir,
         index_dir=demo_assets.index_dir,
         work_dir=tmp_path,
-        ports=free_ports(),
+        pick_ports=True,  # chosen at start, chosen again if taken before Triton binds
         models=("passthrough",),
         extra_environment=TEST_ENVIRONMENT,
     )

@@ -23,7 +23,7 @@ import tritonclient.grpc as grpcclient
 
 from local.client import StreamingClient
 from local.demo_assets import DemoAssets
-from local.triton_server import TritonServer, free_ports
+from local.triton_server import TritonServer
 from tests.container.conftest import (
     SERVER_START_TIMEOUT_S,
     TEST_ENVIRONMENT,
@@ -44,7 +44,7 @@ def own_server(
         model_dir=demo_assets.model_dir,
         index_dir=demo_assets.index_dir,
         work_dir=work_dir,
-        ports=free_ports(),
+        pick_ports=True,  # chosen at start, chosen again if taken before Triton binds
         models=("passthrough",),
         extra_environment={**TEST_ENVIRONMENT, **(environment or {})},
         replicas=replicas,

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from local.client import StreamingClient, StreamResult
-from local.triton_server import ServerError, TritonServer, free_ports
+from local.triton_server import ServerError, TritonServer
 from tests.container.conftest import (
     TEST_INSTANCE_TYPE,
     TEST_SLOW_FIRST_TOKEN_MS,
@@ -368,7 +368,7 @@ def test_model_load_fails_clearly_on_a_missing_index(demo_assets, tmp_path) -> N
         model_dir=demo_assets.model_dir,
         index_dir=tmp_path / "no-index-here",
         work_dir=tmp_path / "triton",
-        ports=free_ports(),
+        pick_ports=True,  # chosen at start, chosen again if taken before Triton binds
         models=("assistant",),
     )
     with pytest.raises(ServerError):
