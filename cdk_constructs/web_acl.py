@@ -48,9 +48,9 @@ MANAGED_RULE_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # limit (AWS WAF API reference, Body: "For Application Load Balancer and AWS AppSync, the limit is fixed at
 # 8 KB"). OversizeHandling MATCH makes a body past it match the size rule, i.e. blocked: without it WAF
 # compares the first 8 KB only and passes a body of any size.
-# gRPC requests skip body-inspection rules altogether (same guide, "Considerations for managing body
-# inspection"), so a long-lived ModelStreamInfer stream is never blocked by this rule: each gRPC message is
-# capped on the host instead (container/edge, grpc.max_receive_message_length).
+# gRPC requests skip body-inspection rules altogether (AWS WAF developer guide, "Considerations for
+# managing body inspection"), so a long-lived ModelStreamInfer stream is never blocked by this rule: each
+# gRPC message is capped on the host instead (container/edge, grpc.max_receive_message_length).
 ALB_BODY_INSPECTION_LIMIT_BYTES = 8_192
 # The question limit the container enforces (container/assistant/request.py, RequestLimits.max_prompt_chars);
 # a test keeps the two equal.
