@@ -108,13 +108,23 @@ def composite_states(composites: Sequence[CompositeAlarm], states: Mapping[str, 
     return {alarm.logical_id: known[alarm.logical_id] for alarm in composites}
 
 
+ENDPOINT_CHECKS = ("HTTP", "HTTPS", "HTTP_STR_MATCH", "HTTPS_STR_MATCH", "TCP")
+
+
 def health(
-    checks: Mapping[str, HealthCheck], states: Mapping[str, str], last: dict[str, bool]
+    checks: Mapping[str, HealthCheck],
+    states: Mapping[str, str],
+    last: dict[str, bool],
+    reachable: bool = True,
 ) -> dict[str, bool]:
-    """Health check logical id -> healthy; `last` holds each check's previous status (LastKnownStatus)."""
+    """Health check logical id -> healthy; `last` holds each check's previous status (LastKnownStatus).
+    An endpoint check (HTTPS and kin, probing the stack's front door from Route 53's checkers outside the
+    region) is healthy while clients can reach it and a target answers: `reachable`."""
     status: dict[str, bool] = {}
     for key, check in checks.items():
-        if check.kind == "CLOUDWATCH_METRIC":
+        if check.kind in ENDPOINT_CHECKS:
+            status[key] = reachable
+        elif check.kind == "CLOUDWATCH_METRIC":
             state = states.get(check.alarm or "", INSUFFICIENT)
             if state == INSUFFICIENT:
                 if check.insufficient_data == "LastKnownStatus":

@@ -29,7 +29,6 @@ from moto import mock_aws
 
 from orchestrator.routing import handler as lambda_handler
 from orchestrator.routing.config import parse_config
-from orchestrator.routing.records import read_records
 
 NAMESPACE_KEEP_MINUTES = 15  # moto scans every datapoint per query: keep only what any reader looks at
 ACCOUNT = "123456789012"
@@ -243,10 +242,26 @@ class Orchestrator:
 
     def weights(self) -> dict[str, int]:
         """Routing target (the record's set identifier) -> its weight in Route 53."""
-        records = read_records(
-            self.client("route53", self.home), self.config.hosted_zone_id, self.config.domain_name
+        return {name: weight for name, (weight, _) in self.records().items()}
+
+    def records(self) -> dict[str, tuple[int, bool]]:
+        """Routing target (the record's set identifier) -> its weight and alias EvaluateTargetHealth, as
+        the orchestrator wrote them to Route 53."""
+        found: dict[str, tuple[int, bool]] = {}
+        for record in self._record_sets():
+            if "SetIdentifier" in record and "Weight" in record and "AliasTarget" in record:
+                flag = bool(record["AliasTarget"].get("EvaluateTargetHealth", False))
+                found[record["SetIdentifier"]] = (int(record["Weight"]), flag)
+        return found
+
+    def _record_sets(self) -> list[dict[str, Any]]:
+        response = self.client("route53", self.home).list_resource_record_sets(
+            HostedZoneId=self.config.hosted_zone_id,
+            StartRecordName=self.config.domain_name,
+            StartRecordType="A",
         )
-        return {region: record.weight for region, record in records.items()}
+        name = self.config.domain_name.rstrip(".") + "."
+        return [r for r in response["ResourceRecordSets"] if r["Name"] == name and r["Type"] == "A"]
 
     def close(self) -> None:
         boto3.DEFAULT_SESSION.events.unregister("before-call", self._hook)  # type: ignore[union-attr]
