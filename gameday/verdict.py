@@ -99,10 +99,14 @@ def _targets(minute: Minute) -> dict[str, RegionMinute]:
 
 
 def _goodput(minutes: Sequence[Minute]) -> dict[str, float]:
+    """Per region, what its routing targets served within the objective over what each could have
+    (a cell that is down could serve nothing: its requests are judged by the budget); overall, what all
+    served over min(all offered, all capacity), so requests lost to a region that is down count."""
     good: dict[str, float] = {}
     basis: dict[str, float] = {}
     for m in minutes:
-        for region, row in m.regions.items():
+        for target, row in _targets(m).items():
+            region = region_of(target)
             good[region] = good.get(region, 0.0) + row.good_rps
             basis[region] = basis.get(region, 0.0) + min(row.offered_rps, row.capacity_rps)
         good["overall"] = good.get("overall", 0.0) + sum(r.good_rps for r in m.regions.values())
@@ -153,6 +157,16 @@ def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summar
     def drained(before: RegionMinute, row: RegionMinute) -> bool:
         return row.weight <= rules.floor < before.weight or (before.healthy and not row.healthy)
 
+    def serving_share(minute: Minute, region: str, row: RegionMinute) -> float:
+        """Of the targets of the region's cells that are up, the share serving (a cell that is down has
+        none: its own rules judge it)."""
+        cells = [r for name, r in minute.cells.items() if region_of(name) == region and not r.down]
+        if len(cells) > 1 or (cells and cells[0] is not row):
+            tasks, targets = sum(c.tasks for c in cells), sum(c.targets for c in cells)
+        else:
+            tasks, targets = row.tasks, row.targets
+        return tasks / targets if targets else 0.0
+
     for previous, current in itertools.pairwise(minutes):
         reported: set[str] = set()
         for region, row in current.regions.items():
@@ -162,7 +176,7 @@ def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summar
                     f"{region}: weight moved {before.weight} -> {row.weight} in minute {current.minute}, "
                     f"more than the policy's step {rules.max_step}"
                 )
-            share = row.tasks / row.targets if row.targets else 0.0
+            share = serving_share(current, region, row)
             if (
                 not current.fail_open
                 and drained(before, row)

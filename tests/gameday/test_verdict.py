@@ -169,3 +169,14 @@ def test_the_counterfactual_needs_the_orchestrator_to_make_each_measure_strictly
     }
     only_slo = scenario().model_copy(update={"counterfactual": Counterfactual(must_improve=["slo_minutes"])})
     assert compare(only_slo, with_it, without).verdict == "pass"
+
+
+def test_a_region_drained_while_its_live_cell_serves_counts_only_the_live_cells_targets():
+    down = {"kind": "region_down", "region": "us-east-1/2", "at": 5, "until": 20}
+    gone = {"served_rps": 0.0, "good_rps": 0.0, "capacity_rps": 0.0, "down": True, "targets": 0}
+    changes = {(m, "us-east-1/2"): {**gone, "weight": 2} for m in range(5, 20)}
+    changes.update({(m, "us-east-1/1"): {"weight": 3} for m in range(10, 30)})  # the region: 50 -> 5
+    summary = judge(scenario([down]), day(changes=changes), RULES)
+    assert "us-east-1: drained in minute 10 while 100% of its targets served" in summary.violations
+    # Its goodput is what the live cell served over what it could: the down cell's requests are the budget's.
+    assert summary.goodput["us-east-1"] == 1.0
