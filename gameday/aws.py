@@ -258,22 +258,21 @@ class Orchestrator:
 
     def records(self) -> dict[str, tuple[int, bool]]:
         """Routing target (the record's set identifier) -> its weight and alias EvaluateTargetHealth, as
-        the orchestrator wrote them to Route 53."""
-        found: dict[str, tuple[int, bool]] = {}
-        for record in self._record_sets():
-            if "SetIdentifier" in record and "Weight" in record and "AliasTarget" in record:
-                flag = bool(record["AliasTarget"].get("EvaluateTargetHealth", False))
-                found[record["SetIdentifier"]] = (int(record["Weight"]), flag)
-        return found
+        the orchestrator wrote them to Route 53 (read from moto's zone directly: the world the twin
+        serves from, not a call under test)."""
+        from moto.route53.models import route53_backends
 
-    def _record_sets(self) -> list[dict[str, Any]]:
-        response = self.client("route53", self.home).list_resource_record_sets(
-            HostedZoneId=self.config.hosted_zone_id,
-            StartRecordName=self.config.domain_name,
-            StartRecordType="A",
-        )
-        name = self.config.domain_name.rstrip(".") + "."
-        return [r for r in response["ResourceRecordSets"] if r["Name"] == name and r["Type"] == "A"]
+        zone = route53_backends[ACCOUNT]["aws"].get_hosted_zone(self.config.hosted_zone_id)
+        name = self.config.domain_name.rstrip(".")
+        found: dict[str, tuple[int, bool]] = {}
+        for record in zone.rrsets:
+            if record.name.rstrip(".") != name or record.type != "A" or not record.set_identifier:
+                continue
+            if record.weight is None or not record.alias_target:
+                continue
+            flag = str(record.alias_target.get("EvaluateTargetHealth", "false")).lower() == "true"
+            found[record.set_identifier] = (int(record.weight), flag)
+        return found
 
     def close(self) -> None:
         boto3.DEFAULT_SESSION.events.unregister("before-call", self._hook)  # type: ignore[union-attr]

@@ -124,7 +124,10 @@ def run_scenario(
         without = judge(scenario, off, rules)
         summary = compare(scenario, summary, without)
     if json_out is not None:
-        json_out.write(json.dumps(summary.public(), separators=(",", ":")) + "\n")
+        public = summary.public()
+        public["summary"]["profile"] = profile  # which end of the profiles' range the curves ran at
+        public["summary"]["orchestrator"] = "on" if orchestrator_on else "off"
+        json_out.write(json.dumps(public, separators=(",", ":")) + "\n")
     if png is not None:
         who = "" if orchestrator_on else ", orchestrator off"
         plot(scenario, minutes, slo_ms, png, f"{path.name} ({profile} profile{who}): {summary.verdict}")
