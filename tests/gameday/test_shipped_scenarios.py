@@ -290,14 +290,27 @@ def test_a_front_door_down_leaves_dns_within_5_minutes_though_its_targets_stay_h
     assert max(series(run, "us-west-2", "answer_share")[fault.at + 5 : fault.until]) < 0.01
 
 
-@pytest.mark.parametrize("name", ["capacity-imbalance", "slow-degradation"])
-def test_the_orchestrator_makes_the_day_better_than_without_it(tmp_path_factory, name):
-    run = result(name, tmp_path_factory)
+def test_the_orchestrator_moves_weight_off_a_region_short_of_capacity(tmp_path_factory):
+    run = result("capacity-imbalance", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
     figures = run.summary.counterfactual
     assert figures["slo_minutes"]["on"] < figures["slo_minutes"]["off"]
     assert figures["requests_lost"]["on"] < figures["requests_lost"]["off"]
     assert run.without_orchestrator is not None and run.without_orchestrator.verdict == "fail"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 21: latency takes a region out of DNS: as us-east-2 slows, its slow-first-token check "
+    "drains it whole while every target serves, three times, and the orchestrator's moves by spare slots "
+    "((1-u)/2 of the gap a run, nothing within the dead zone 2/(1-u)) come too late: 5 SLO minutes with it, "
+    "3 without",
+)
+def test_the_orchestrator_moves_weight_off_a_slowly_degrading_region(tmp_path_factory):
+    run = result("slow-degradation", tmp_path_factory)
+    assert run.summary.verdict == "pass", run.summary.violations
+    figures = run.summary.counterfactual
+    assert figures["slo_minutes"]["on"] < figures["slo_minutes"]["off"]
 
 
 @pytest.mark.xfail(strict=True, reason=f"{ISSUE_21_BLIND}: it cannot move weight off us-east-2 in time")
