@@ -76,6 +76,30 @@ class _NamespaceFilter:
         self._backend.get_all_metrics = self._get_all_metrics  # type: ignore[method-assign]
 
 
+class _MethodNames:
+    """moto looks up every response class's method names with inspect.getmembers on each request
+    (moto/core/responses.py, `call_action` -> `method_names_from_class`): a twentieth of a game day. The
+    classes do not change while the twin runs, so their names are looked up once; restored on close."""
+
+    def __init__(self) -> None:
+        from moto.core import responses
+
+        self._module = responses
+        self._original = responses.method_names_from_class
+        found: dict[type, list[str]] = {}
+        original = self._original
+
+        def method_names(clazz: Any) -> list[str]:
+            if clazz not in found:
+                found[clazz] = original(clazz)
+            return found[clazz]
+
+        responses.method_names_from_class = method_names  # type: ignore[assignment]
+
+    def close(self) -> None:
+        self._module.method_names_from_class = self._original  # type: ignore[assignment]
+
+
 class _Context:
     function_name = "traffic-orchestrator"
     memory_limit_in_mb = 256
@@ -110,6 +134,7 @@ class Orchestrator:
         self._mock = mock_aws()
         self._mock.start()
         self._namespaces = _NamespaceFilter()
+        self._method_names = _MethodNames()
         self.failing: set[str] = set()
         self._hook = self._fail
         boto3.setup_default_session()
@@ -277,6 +302,7 @@ class Orchestrator:
     def close(self) -> None:
         boto3.DEFAULT_SESSION.events.unregister("before-call", self._hook)  # type: ignore[union-attr]
         self._namespaces.close()
+        self._method_names.close()
         self._mock.stop()
         lambda_handler.logger.registered_handler.setStream(self._stream)  # type: ignore[attr-defined]
         self._sink.close()

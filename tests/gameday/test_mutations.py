@@ -130,49 +130,91 @@ def orchestrator_dead(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(handler, "run", raises)
 
 
+def violation(fragment: str) -> Callable[[Result, Result], bool]:
+    """Caught: the broken day has a violation holding `fragment` and the unbroken day none."""
+
+    def caught(before: Result, broken: Result) -> bool:
+        assert not any(fragment in v for v in before.summary.violations), before.summary.violations
+        return any(fragment in v for v in broken.summary.violations)
+
+    return caught
+
+
+def worse_slo_minutes(before: Result, broken: Result) -> bool:
+    """Caught, for a scenario that already fails on today's system (a strict xfail naming issue 21): the
+    broken day misses the SLO in more minutes."""
+    return broken.summary.slo_minutes > before.summary.slo_minutes
+
+
 MUTATIONS = {
-    # mutation: (scenario that must catch it, what the change does, a violation it must bring)
-    "orchestrator dead": ("capacity-imbalance", orchestrator_dead, "the orchestrator did not make"),
-    "region-unfit removed": (
+    # mutation: (the shipped scenario that must catch it, the change, how it is caught)
+    "orchestrator dead": (
         "capacity-imbalance",
-        each_cell(without_region_unfit),
-        "the orchestrator did not make",
+        orchestrator_dead,
+        violation("the orchestrator did not make"),
     ),
-    "drain_runs huge": ("capacity-imbalance", policy(drain_runs=1000), "the orchestrator did not make"),
+    "region-unfit removed": (
+        "metrics-late",
+        each_cell(without_region_unfit),
+        violation("the orchestrator did not make"),
+    ),
+    "drain_runs huge": ("metrics-late", policy(drain_runs=1000), violation("the orchestrator did not make")),
     "warm-up 1800 s": (
         "unplanned-surge",
         each_fleet(lambda f: replace(f, warmup_seconds=1800)),
-        "waited for hosts",
+        violation("waited for hosts"),
     ),
-    "tracking target 90%": ("event-end", each_fleet(tracking_at(0.9)), "SLO missed"),
+    "tracking target 90%": ("unplanned-surge", each_fleet(tracking_at(0.9)), worse_slo_minutes),
     "slow-first-token alarm off (50%)": (
-        "slow-degradation",
+        "metrics-late",
         each_cell(slow_first_token_threshold(0.5)),
-        "SLO missed",
+        violation("the orchestrator did not make"),
     ),
-    "scheduled raise an hour late": ("event-start", each_fleet(scheduled("raise", later)), "SLO missed"),
+    "scheduled raise an hour late": (
+        "event-start",
+        each_fleet(scheduled("raise", later)),
+        violation("SLO missed"),
+    ),
     "restore lowers min and max together": (
         "event-end",
         each_fleet(scheduled("restore", restore_with_everyday_maximum)),
-        "stopped",
+        violation("stopped"),
     ),
     "scale-in cooldown 60 s": (
-        "event-end",
+        "after-midnight",
         each_fleet(lambda f: replace(f, tracking=replace(f.tracking, scale_in_cooldown=60))),
-        "SLO missed",
+        violation("SLO missed"),
     ),
 }
 
 
-@pytest.mark.parametrize("mutation", list(MUTATIONS))
+# Mutations no shipped scenario catches yet, each with why: a strict xfail, so that a scenario that starts
+# catching one turns it into a failure to look at (and the mark is removed).
+NOT_CAUGHT = {
+    "drain_runs huge": "not caught: with drain_runs 1000 the drop step is the gain step (10), but in every "
+    "shipped scenario Route 53 takes the bad region out of its answers by its own checks (alias target "
+    "health, the metric checks) before its weight matters, and the regions the orchestrator drains here "
+    "weigh 20-25; the weight only matters when Route 53 fails open (two regions lost at the peak, the "
+    "overload work's scenario), where a slow drain leaves traffic on the lost regions",
+}
+
+
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=NOT_CAUGHT[name]))
+        if name in NOT_CAUGHT
+        else name
+        for name in MUTATIONS
+    ],
+)
 def test_a_shipped_scenario_catches_the_mutation(mutation, monkeypatch):
-    scenario, change, brings = MUTATIONS[mutation]
+    scenario, change, caught = MUTATIONS[mutation]
     before = unbroken(scenario)
-    assert not any(brings in v for v in before.summary.violations), before.summary.violations
     if change is orchestrator_dead:
         change(monkeypatch)
         broken = run_scenario(SCENARIOS / f"{scenario}.yaml")
     else:
         broken = run_scenario(SCENARIOS / f"{scenario}.yaml", deployment_hook=change)
-    assert broken.summary.verdict == "fail"
-    assert any(brings in v for v in broken.summary.violations), broken.summary.violations
+    assert broken.summary.verdict == "fail", f"{mutation}: {scenario} still passes"
+    assert caught(before, broken), (before.summary.violations, broken.summary.violations)

@@ -343,3 +343,13 @@ def test_the_profile_range_runs_the_curves_at_the_end_asked_and_says_so(tmp_path
     # Slower engines: the same fleets serve the same load with later first tokens.
     region = "us-east-1"
     assert low[0]["regions"][region]["ttft_p99_ms"] > nominal[0]["regions"][region]["ttft_p99_ms"]
+
+
+def test_after_midnight_scale_in_stays_gradual_through_a_lull(tmp_path_factory):
+    """The restore hands the fleets back to target tracking at 70% of the peak, then a lull and a return:
+    scale-in waits for its cooldown, so the fleets still hold the SLO when demand comes back."""
+    run = result("after-midnight", tmp_path_factory)
+    assert run.summary.verdict == "pass", run.summary.violations
+    tasks = series(run, "us-west-2", "tasks")
+    assert tasks[-1] < tasks[0]  # it did scale in
+    assert min(tasks[95:105]) >= 0.7 * tasks[0]  # but not to the lull's size
