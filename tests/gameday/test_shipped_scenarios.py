@@ -352,4 +352,4 @@ def test_after_midnight_scale_in_stays_gradual_through_a_lull(tmp_path_factory):
     assert run.summary.verdict == "pass", run.summary.violations
     tasks = series(run, "us-west-2", "tasks")
     assert tasks[-1] < tasks[0]  # it did scale in
-    assert min(tasks[95:105]) >= 0.7 * tasks[0]  # but not to the lull's size
+    assert min(tasks[95:105]) >= 0.65 * tasks[0]  # but not down to the lull's size
