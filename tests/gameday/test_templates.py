@@ -223,4 +223,6 @@ def test_recurring_scheduled_actions_are_read_from_the_template(assembly, tmp_pa
     nine_pdt = datetime.fromisoformat("2027-07-01T09:00:00-07:00")  # a Thursday, before the event
     assert action.fires(nine_pdt - timedelta(minutes=1), nine_pdt)
     assert fleet.bounds_at(nine_pdt)[2] == 7
-    assert fleet.bounds_at(nine_pdt - timedelta(minutes=1))[2] != 7 or fleet.asg_min == 7
+    assert not action.fires(nine_pdt, nine_pdt + timedelta(minutes=1))  # once a day, at 9:00
+    saturday_nine = nine_pdt + timedelta(days=2)
+    assert not action.fires(saturday_nine - timedelta(minutes=1), saturday_nine)
