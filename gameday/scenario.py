@@ -1,4 +1,4 @@
-"""The game-day scenario file (a public interface, README "Game day"), validated with the same
+"""The game-day scenario file (a public interface, docs/gameday.md), validated with the same
 'file:line: key.path: problem' errors as a config."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class Slo(_Strict):
 
 
 class Judge(_Strict):
-    """The verdict's thresholds for this scenario (README "Game day", "Verdict")."""
+    """The verdict's thresholds for this scenario (docs/gameday.md, "Verdict")."""
 
     # Requests served within the objective over min(offered, the fleets' capacity), over the day: each
     # region's and all regions' together must reach this.
@@ -59,7 +59,7 @@ class Judge(_Strict):
 
 class Metrics(_Strict):
     # How long after its minute ends a one-minute datapoint is readable. AWS gives no bound; 2 minutes is
-    # the figure commonly cited (README "Game day", "Metrics").
+    # the figure commonly cited (docs/gameday.md, "Metrics delay").
     delay_minutes: Annotated[int, Field(ge=0, le=15)] = 2
 
 

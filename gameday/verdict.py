@@ -1,4 +1,4 @@
-"""Pass or fail: what an SRE would accept as a go for the day (README "Game day", "Verdict").
+"""Pass or fail: what an SRE would accept as a go for the day (docs/gameday.md, "Verdict").
 
 Nothing is excused globally. A fault excuses only the region or cell it names, for the scenario's grace
 after it starts and after it ends (a region's fault excuses each of its cells; a cell's fault only that

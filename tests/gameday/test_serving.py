@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gameday.serving import derive, measure, per_host_rps
-from planner.plan import Demand
+from planner.demand import Demand
 from planner.profiles import load_profiles
 from planner.simulate import HostGroup, LogNormal
 
@@ -43,7 +43,7 @@ def test_latency_rises_towards_the_throughput_bound(fleet):
 
 def test_a_prompt_costs_its_prefill_bucket_on_an_engine_compiled_with_buckets():
     from gameday.serving import per_host_rps
-    from planner.plan import Demand
+    from planner.demand import Demand
     from planner.profiles import load_profiles
     from planner.simulate import HostGroup, LogNormal
 
