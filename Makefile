@@ -28,7 +28,7 @@ CDK := npx --no-install cdk --no-notices
 
 .PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy preflight compile \
         index serve ask image bench bench-serving bench-retrieval clean rehearse-routing traffic plan plan-plot \
-        bench-plan gameday bench-gameday docs
+        bench-plan gameday bench-gameday test-mutations docs
 
 help:
 	@echo "make synth [CONFIG=file]   synthesize every stack of a config into cdk.out/ (offline)"
@@ -48,7 +48,9 @@ help:
 	@echo "make bench | bench-serving | bench-retrieval   synth time, serving TTFT, retrieval index"
 	@echo "make plan FORECAST=file [CONFIG=file]   size each region's fleets by simulation, write the event overlay"
 	@echo "make plan-plot | bench-plan   the planner's TTFT-against-load plot, its speed at the published fleet's scale"
-	@echo "make gameday SCENARIO=scenarios/gameday/NAME.yaml [JSON=1]   the whole deployment through a peak day, offline"
+	@echo "make gameday SCENARIO=scenarios/gameday/NAME.yaml [JSON=1] [PROFILE=low|nominal|high] [COUNTERFACTUAL=1|ORCHESTRATOR_OFF=1]"
+	@echo "                           the whole deployment through a peak day, offline"
+	@echo "make test-mutations        break the system on purpose: a shipped game-day scenario must fail for each"
 	@echo "make bench-gameday         a 24-hour game day on config/prime-day.yaml, timed"
 
 venv: $(VENV)/.installed
@@ -157,8 +159,12 @@ bench-plan: venv
 # ---- game day (gameday/) --------------------------------------------------------------------------
 # The whole deployment minute by minute: the config's synthesized templates, the planner's simulator and the
 # real orchestrator on moto. Exit 0 pass, 1 fail, 2 bad scenario; the figure goes to build/gameday/NAME.png.
-GAMEDAY_USAGE := usage: make gameday SCENARIO=scenarios/gameday/NAME.yaml [JSON=1 [CELLS=1]]
-GAMEDAY_COMMAND = $(VENV)/bin/python -m gameday $(SCENARIO) $(if $(JSON),--json) $(if $(CELLS),--cells)
+GAMEDAY_USAGE := usage: make gameday SCENARIO=scenarios/gameday/NAME.yaml [JSON=1 [CELLS=1]] [PROFILE=low|nominal|high] [COUNTERFACTUAL=1|ORCHESTRATOR_OFF=1]
+# PROFILE: the serving curves at that end of the performance profiles' stated throughput range (the output
+# says which ran); COUNTERFACTUAL=1 runs the day again with the orchestrator off; ORCHESTRATOR_OFF=1 only that.
+GAMEDAY_COMMAND = $(VENV)/bin/python -m gameday $(SCENARIO) $(if $(JSON),--json) $(if $(CELLS),--cells) \
+	$(if $(PROFILE),--profile $(PROFILE)) $(if $(COUNTERFACTUAL),--counterfactual) \
+	$(if $(ORCHESTRATOR_OFF),--orchestrator-off)
 # Beside the scenario's figure, so two game days at once do not share it.
 GAMEDAY_STDOUT = build/gameday/$(notdir $(basename $(SCENARIO))).out
 # make exits 2 whenever a recipe fails, so no recipe can hand the verdict's 1 to the caller. With GNU make
@@ -192,6 +198,11 @@ endif
 
 bench-gameday: venv node
 	$(VENV)/bin/python bench/gameday_speed.py
+
+# Each mutation breaks the deployed system in memory (a template value, the orchestrator) and runs the
+# shipped scenario that must catch it: minutes of CPU each (docs/gameday.md).
+test-mutations: venv node
+	$(VENV)/bin/pytest tests/gameday/test_mutations.py -m mutation -q
 
 clean:
 	rm -rf cdk.out .pytest_cache .ruff_cache

@@ -1,4 +1,4 @@
-"""How long a 24-hour game day on config/prime-day.yaml takes (target: under 2 minutes on one core).
+"""How long a 24-hour game day on config/prime-day.yaml takes (target: under 60 s of CPU).
 
 Synthesis and the serving curves are cached by digest, so the first run pays for them once; this prints
 the loop's own time, CPU and wall, per simulated minute and for the day, from a warm cache."""
@@ -45,8 +45,8 @@ def main() -> int:
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     minutes = len(result.minutes)
     print(f"24-hour game day on config/prime-day.yaml: {minutes} minutes, verdict {result.summary.verdict}")
-    print(f"  CPU  {cpu:7.1f} s  ({cpu / minutes * 1000:.1f} ms per simulated minute)")
-    print(f"  wall {wall:7.1f} s  (target: under 120 s on one core)")
+    print(f"  CPU  {cpu:7.1f} s  ({cpu / minutes * 1000:.1f} ms per simulated minute; target: under 60 s)")
+    print(f"  wall {wall:7.1f} s  (a busy machine shares its cores: the CPU figure is the one to compare)")
     return 0
 
 

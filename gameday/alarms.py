@@ -12,6 +12,7 @@ CALCULATED check is healthy while at least HealthThreshold children are (Route 5
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 
@@ -54,8 +55,9 @@ _TOKEN = re.compile(
 )
 
 
-def composite(rule: str, states: Mapping[str, str]) -> bool:
-    """A composite alarm's rule (ALARM/OK/INSUFFICIENT_DATA of alarms, AND, OR, NOT, parentheses)."""
+@functools.cache
+def _tokens(rule: str) -> tuple[tuple[str, str], ...]:
+    """A rule's tokens, read once per rule (a day evaluates each rule thousands of times)."""
     tokens: list[tuple[str, str]] = []
     position = 0
     while position < len(rule.rstrip()):
@@ -64,6 +66,12 @@ def composite(rule: str, states: Mapping[str, str]) -> bool:
             raise ValueError(f"composite rule not understood at {rule[position : position + 30]!r}")
         tokens.append((match.group(1), match.group(2)) if match.group(1) else (match.group(3), ""))
         position = match.end()
+    return tuple(tokens)
+
+
+def composite(rule: str, states: Mapping[str, str]) -> bool:
+    """A composite alarm's rule (ALARM/OK/INSUFFICIENT_DATA of alarms, AND, OR, NOT, parentheses)."""
+    tokens = _tokens(rule)
     index = 0
 
     def primary() -> bool:
@@ -108,13 +116,23 @@ def composite_states(composites: Sequence[CompositeAlarm], states: Mapping[str, 
     return {alarm.logical_id: known[alarm.logical_id] for alarm in composites}
 
 
+ENDPOINT_CHECKS = ("HTTP", "HTTPS", "HTTP_STR_MATCH", "HTTPS_STR_MATCH", "TCP")
+
+
 def health(
-    checks: Mapping[str, HealthCheck], states: Mapping[str, str], last: dict[str, bool]
+    checks: Mapping[str, HealthCheck],
+    states: Mapping[str, str],
+    last: dict[str, bool],
+    reachable: bool = True,
 ) -> dict[str, bool]:
-    """Health check logical id -> healthy; `last` holds each check's previous status (LastKnownStatus)."""
+    """Health check logical id -> healthy; `last` holds each check's previous status (LastKnownStatus).
+    An endpoint check (HTTPS and kin, probing the stack's front door from Route 53's checkers outside the
+    region) is healthy while clients can reach it and a target answers: `reachable`."""
     status: dict[str, bool] = {}
     for key, check in checks.items():
-        if check.kind == "CLOUDWATCH_METRIC":
+        if check.kind in ENDPOINT_CHECKS:
+            status[key] = reachable
+        elif check.kind == "CLOUDWATCH_METRIC":
             state = states.get(check.alarm or "", INSUFFICIENT)
             if state == INSUFFICIENT:
                 if check.insufficient_data == "LastKnownStatus":

@@ -29,7 +29,6 @@ from moto import mock_aws
 
 from orchestrator.routing import handler as lambda_handler
 from orchestrator.routing.config import parse_config
-from orchestrator.routing.records import read_records
 
 NAMESPACE_KEEP_MINUTES = 15  # moto scans every datapoint per query: keep only what any reader looks at
 ACCOUNT = "123456789012"
@@ -77,6 +76,30 @@ class _NamespaceFilter:
         self._backend.get_all_metrics = self._get_all_metrics  # type: ignore[method-assign]
 
 
+class _MethodNames:
+    """moto looks up every response class's method names with inspect.getmembers on each request
+    (moto/core/responses.py, `call_action` -> `method_names_from_class`): a twentieth of a game day. The
+    classes do not change while the twin runs, so their names are looked up once; restored on close."""
+
+    def __init__(self) -> None:
+        from moto.core import responses
+
+        self._module = responses
+        self._original = responses.method_names_from_class
+        found: dict[type, list[str]] = {}
+        original = self._original
+
+        def method_names(clazz: Any) -> list[str]:
+            if clazz not in found:
+                found[clazz] = original(clazz)
+            return found[clazz]
+
+        responses.method_names_from_class = method_names  # type: ignore[assignment]
+
+    def close(self) -> None:
+        self._module.method_names_from_class = self._original  # type: ignore[assignment]
+
+
 class _Context:
     function_name = "traffic-orchestrator"
     memory_limit_in_mb = 256
@@ -111,6 +134,7 @@ class Orchestrator:
         self._mock = mock_aws()
         self._mock.start()
         self._namespaces = _NamespaceFilter()
+        self._method_names = _MethodNames()
         self.failing: set[str] = set()
         self._hook = self._fail
         boto3.setup_default_session()
@@ -196,18 +220,30 @@ class Orchestrator:
         """Where a target's hosts publish: the config's namespace, or its cell's own."""
         return self.config.namespace_of(self._targets[target])
 
+    def _cloudwatch(self, target: str) -> Any:
+        """moto's CloudWatch of a target's AWS region. The twin writes its own metrics and alarm states
+        there directly, as the containers and CloudWatch would: they are the world the handler reads, not
+        calls under test, and going through botocore and moto's HTTP layer cost a third of a game day's
+        time. The handler's own calls still go through boto3 and moto's API, as in AWS."""
+        from moto.cloudwatch.models import cloudwatch_backends
+
+        return cloudwatch_backends[ACCOUNT][self.aws_region(target)]
+
     def set_alarm(self, target: str, name: str, alarm: bool) -> None:
-        self.client("cloudwatch", self.aws_region(target)).set_alarm_state(
-            AlarmName=name, StateValue="ALARM" if alarm else "OK", StateReason="game day: composite rule"
+        self._cloudwatch(target).set_alarm_state(
+            name, "game day: composite rule", None, "ALARM" if alarm else "OK"
         )
 
     def publish(self, target: str, namespace: str, data: list[dict[str, Any]]) -> None:
         """A target's datapoints in its AWS region, into the namespace its hosts publish to (a cell's own:
-        the orchestrator reads the one its config names)."""
+        the orchestrator reads the one its config names). moto keeps timestamps as naive UTC, as its API
+        layer parses them."""
         if data:
-            self.client("cloudwatch", self.aws_region(target)).put_metric_data(
-                Namespace=namespace, MetricData=data
-            )
+            stored = [
+                {**datum, "Timestamp": datum["Timestamp"].astimezone(UTC).replace(tzinfo=None)}
+                for datum in data
+            ]
+            self._cloudwatch(target).put_metric_data(namespace, stored)
 
     def prune(self, before: datetime) -> None:
         """Drop datapoints older than any reader's window (moto keeps and scans them all)."""
@@ -243,14 +279,30 @@ class Orchestrator:
 
     def weights(self) -> dict[str, int]:
         """Routing target (the record's set identifier) -> its weight in Route 53."""
-        records = read_records(
-            self.client("route53", self.home), self.config.hosted_zone_id, self.config.domain_name
-        )
-        return {region: record.weight for region, record in records.items()}
+        return {name: weight for name, (weight, _) in self.records().items()}
+
+    def records(self) -> dict[str, tuple[int, bool]]:
+        """Routing target (the record's set identifier) -> its weight and alias EvaluateTargetHealth, as
+        the orchestrator wrote them to Route 53 (read from moto's zone directly: the world the twin
+        serves from, not a call under test)."""
+        from moto.route53.models import route53_backends
+
+        zone = route53_backends[ACCOUNT]["aws"].get_hosted_zone(self.config.hosted_zone_id)
+        name = self.config.domain_name.rstrip(".")
+        found: dict[str, tuple[int, bool]] = {}
+        for record in zone.rrsets:
+            if record.name.rstrip(".") != name or record.type != "A" or not record.set_identifier:
+                continue
+            if record.weight is None or not record.alias_target:
+                continue
+            flag = str(record.alias_target.get("EvaluateTargetHealth", "false")).lower() == "true"
+            found[record.set_identifier] = (int(record.weight), flag)
+        return found
 
     def close(self) -> None:
         boto3.DEFAULT_SESSION.events.unregister("before-call", self._hook)  # type: ignore[union-attr]
         self._namespaces.close()
+        self._method_names.close()
         self._mock.stop()
         lambda_handler.logger.registered_handler.setStream(self._stream)  # type: ignore[attr-defined]
         self._sink.close()

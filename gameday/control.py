@@ -13,7 +13,10 @@ Modelled as AWS documents it (docs/gameday.md lists the sources and the simplifi
   while a launched host is inside `InstanceWarmupPeriod` no further step is taken; free hosts go after 15
   minutes without a task (managed termination protection keeps hosts with tasks);
 - a host boots in BOOT_MINUTES (WARM_START_MINUTES from a warm pool), then its task cold-starts in
-  COLD_START_MINUTES before the ALB sends it requests;
+  COLD_START_MINUTES before the ALB sends it requests; ECS ignores the target group's health checks for the
+  service's `HealthCheckGracePeriodSeconds` after a task starts and then replaces a task still unhealthy
+  (ECS Developer Guide, "healthCheckGracePeriodSeconds"): a grace shorter than the cold start stops every
+  new task before it serves, and a new one starts the cold start again;
 - a task whose engine died keeps its target until the HTTP target group's health check fails (interval
   x unhealthy threshold), then ECS replaces it on the same host (a new cold start).
 """
@@ -96,12 +99,12 @@ class FleetState:
 
     def schedule(self, minute: int, before: datetime, now: datetime, events: list[str]) -> None:
         for action in self.control.asg_schedule:
-            if before < action.at <= now:
+            if action.fires(before, now):
                 self.asg_min = action.min if action.min is not None else self.asg_min
                 self.asg_max = action.max if action.max is not None else self.asg_max
                 events.append(f"{self.control.instance_type}: group min/max {self.asg_min}/{self.asg_max}")
         for action in self.control.service_schedule:
-            if before < action.at <= now:
+            if action.fires(before, now):
                 self.service_min = action.min if action.min is not None else self.service_min
                 self.service_max = action.max if action.max is not None else self.service_max
                 events.append(
@@ -154,13 +157,17 @@ class FleetState:
         """Hosts boot, tasks start, die and are replaced, the group scales; returns serving tasks stopped
         this minute."""
         name = self.control.instance_type
-        for pool in (self.booting, self.starting):
-            ready = sum(c.count for c in pool if c.at <= minute)
-            pool[:] = [c for c in pool if c.at > minute]
-            if pool is self.booting:
-                self.hosts += ready
-            else:
-                self.serving += ready
+        ready = sum(c.count for c in self.booting if c.at <= minute)
+        self.booting[:] = [c for c in self.booting if c.at > minute]
+        self.hosts += ready
+        ready = sum(c.count for c in self.starting if c.at <= minute)
+        self.starting[:] = [c for c in self.starting if c.at > minute]
+        if ready and self.control.grace_seconds < COLD_START_MINUTES * 60:
+            # Still cold when the grace ran out: unhealthy, stopped and started again from the beginning.
+            events.append(f"{name}: {ready} tasks stopped by the health check in their cold start, restarted")
+            self.starting.append(Cohort(ready, minute + self._first_ready_minutes()))
+        else:
+            self.serving += ready
         detected = sum(c.count for c in self.dead if c.at <= minute)
         self.dead[:] = [c for c in self.dead if c.at > minute]
         if detected:
@@ -173,7 +180,7 @@ class FleetState:
         wanted = self.desired - self.tasks
         if wanted > 0 and free > 0:
             placed = min(wanted, free)
-            self.starting.append(Cohort(placed, minute + COLD_START_MINUTES))
+            self.starting.append(Cohort(placed, minute + self._first_ready_minutes()))
             wanted -= placed
         # Managed scaling: hosts for the tasks waiting, one step per warm-up period.
         target_hosts = self.tasks + max(wanted, 0)
@@ -210,6 +217,11 @@ class FleetState:
             if over > 0:
                 stopped += self._stop_tasks(over)
         return stopped
+
+    def _first_ready_minutes(self) -> int:
+        """When a new task is ready, or (grace shorter than the cold start) when ECS stops it."""
+        grace = math.ceil(self.control.grace_seconds / 60)
+        return COLD_START_MINUTES if grace >= COLD_START_MINUTES else max(grace, 1)
 
     def kill(self, count: int, minute: int) -> int:
         """Engines of `count` serving tasks die: they stay targets until the health check fails."""

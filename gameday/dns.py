@@ -13,6 +13,19 @@ import math
 from collections.abc import Mapping
 
 STALE_MINUTES = 30.0
+# Route 53: a change reaches its DNS servers "generally within 60 seconds" (Route 53 API Reference,
+# ChangeResourceRecordSets; health-check status changes likewise take effect over the checkers' next
+# rounds): taken as spread evenly over the minute, so a change made at a minute's start is in half of that
+# minute's answers and in all of the next minute's.
+PROPAGATED_SHARE = 0.5
+
+
+def propagated(previous: Mapping[str, float], new: Mapping[str, float]) -> dict[str, float]:
+    """The answers Route 53's servers gave over the minute in which `new` replaced `previous`."""
+    return {
+        name: PROPAGATED_SHARE * share + (1 - PROPAGATED_SHARE) * previous.get(name, 0.0)
+        for name, share in new.items()
+    }
 
 
 def answer_shares(weights: Mapping[str, int], healthy: Mapping[str, bool]) -> dict[str, float]:

@@ -17,28 +17,35 @@ from typing import Any
 from gameday import alarms as cw
 from gameday.aws import Orchestrator
 from gameday.control import FleetState
-from gameday.dns import Clients, answer_shares
+from gameday.dns import Clients, answer_shares, propagated
 from gameday.metrics import datapoints
 from gameday.scenario import (
     ApiErrors,
     CapacityShortage,
     DuplicateRuns,
     EngineDeaths,
+    FrontDoorDown,
     MetricsDelay,
     RegionDown,
     Scenario,
+    Slowdown,
 )
-from gameday.serving import Curve, cached_curve
+from gameday.serving import OVERLOAD_P99_MS, Curve, cached_curve
 from gameday.templates import CACHE, Alarm, Deployment, RegionControl
 from orchestrator.routing.config import parse_config
+from planner.buckets import prefill_buckets
 from planner.demand import Demand
-from planner.profiles import load_profiles
+from planner.profiles import load_profiles, profile_for
 from planner.simulate import HostGroup
 from settings.schema import Settings
 
-INGESTION_MINUTES = 1  # a minute's datapoint is readable one minute after the minute ends
 PREROLL_MINUTES = 60  # run before minute 0 so fleets, alarms, metrics and the orchestrator settle first
-OVERLOAD_TTFT_MS = 30_000.0  # beyond the throughput bound queues grow until clients give up
+OVERLOAD_TTFT_MS = OVERLOAD_P99_MS  # beyond the throughput bound queues grow until clients give up
+# A dead engine answers a request with an error at once; a live one holds it for its time in the system.
+# Least outstanding requests equalises requests in flight per target, so each target takes requests in
+# inverse proportion to how long it holds them: a fast-failing target takes far more than its share.
+FAIL_FAST_SECONDS = 0.05
+PROFILE_ENDS = ("low", "nominal", "high")
 
 
 @dataclass
@@ -62,6 +69,8 @@ class RegionMinute:
     serving_before: int = 0  # serving tasks before the minute's control step
     fleets: int = 0  # fleets behind the row (a region of cells: every cell's)
     waiting: dict[str, int] = field(default_factory=dict)
+    capacity_rps: float = 0.0  # the serving tasks' throughput bound (0 while clients cannot reach them)
+    good_rps: float = 0.0  # served with the first token within the objective
 
     def public(self) -> dict[str, Any]:
         return {
@@ -74,6 +83,19 @@ class RegionMinute:
             "ttft_p99_ms": round(self.ttft_p99_ms, 1),
             "error_share": round(self.error_share, 4),
         }
+
+
+def failing_share(live: int, dead: int, hold_seconds: float) -> float:
+    """The share of a target group's requests that go to its `dead` targets under least outstanding
+    requests, while they are still registered: each target's requests in flight even out, so a target
+    takes requests in proportion to 1 / how long it holds one (ELB User Guide, "Routing algorithms": the
+    target with the lowest number of in-progress requests). A dead engine fails a request in
+    FAIL_FAST_SECONDS, a live one holds it `hold_seconds`."""
+    if dead <= 0:
+        return 0.0
+    pull_dead = dead / FAIL_FAST_SECONDS
+    pull_live = live / max(hold_seconds, FAIL_FAST_SECONDS)
+    return pull_dead / (pull_dead + pull_live)
 
 
 def region_row(cells: list[RegionMinute]) -> RegionMinute:
@@ -111,6 +133,8 @@ def region_row(cells: list[RegionMinute]) -> RegionMinute:
         serving_before=serving_before,
         fleets=sum(c.fleets for c in cells),
         waiting=waiting,
+        capacity_rps=sum(c.capacity_rps for c in cells),
+        good_rps=sum(c.good_rps for c in cells),
     )
 
 
@@ -121,6 +145,7 @@ class Minute:
     events: list[str]
     # Routing target (a one-cell region, or a cell `us-east-1/2`) -> its own minute.
     cells: dict[str, RegionMinute] = field(default_factory=dict)
+    fail_open: bool = False  # every record unhealthy: Route 53 answers with all of them
 
     def public(self, with_cells: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -151,6 +176,9 @@ class CellTwin:
         self.composite_states: dict[str, str] = {c.logical_id: cw.OK for c in control.composites}
         self.checks_last: dict[str, bool] = {}
         self.published = 0  # minutes already put into CloudWatch
+        self.down = False  # a region_down fault this minute: no target answers
+        self.unreachable = False  # a front_door_down fault this minute: clients cannot reach the ALB
+        self.healthy_targets = sum(f.serving for f in fleets.values())  # behind the ALB, last minute
 
     def record(self, key: str, minute: int, value: float | None) -> None:
         self.series.setdefault(key, {})[minute] = value
@@ -165,6 +193,16 @@ class CellTwin:
         stack's hosts publish to (a cell's `<namespace>/cell<k>`); AWS namespaces are the stack's own
         resources' (its ALB, its cluster), found by dimension."""
         return namespace.startswith(("AWS/", "ECS/")) or not namespace or namespace == self.namespace
+
+    def tracked(self, fleet: FleetState, newest: int) -> float | None:
+        """The newest datapoint of the metric the fleet's target tracking policy names, as the template
+        names it (gameday/templates.py refuses a metric the twin does not produce)."""
+        tracking = fleet.control.tracking
+        if tracking is None or not self.reads_own_metrics(tracking.namespace):
+            return None
+        # RequestsInFlight is a per-host gauge and the policy's dimensions name the fleet's instance type:
+        # its Average (or Maximum: least outstanding requests keeps hosts level) is the per-host value.
+        return self.visible(f"inflight:{fleet.control.instance_type}", newest, 1)[0]
 
     def alarm_key(self, alarm: Alarm) -> str | None:
         """Which of the twin's series an alarm watches; None for metrics the twin does not produce."""
@@ -191,8 +229,22 @@ class CellTwin:
         return keys.get((metric, alarm.statistic))
 
 
-def _region_curve(settings: Settings, region: str, scenario: Scenario) -> tuple[Curve, dict[str, int]]:
+def profile_speed(profile: Any, end: str) -> float:
+    """The throughput factor at one end of a profile's stated range (planner/profiles.py: prefill tokens/s
+    multiplied and decode steps divided by it), 1 at `nominal`."""
+    if end == "nominal":
+        return 1.0
+    return float(getattr(profile.throughput_range, end))
+
+
+def _region_curve(
+    settings: Settings, region: str, scenario: Scenario, profile_end: str = "nominal"
+) -> tuple[Curve, dict[str, int]]:
+    """The region's serving curve as deployed: the engines at the batch limit, KV-cache cap and prefill
+    buckets (container/model_repository/assistant/1/model.json) the container runs with, at one end of
+    each profile's throughput range."""
     profiles = load_profiles()
+    buckets = prefill_buckets()
     model = settings.model
     requests = scenario.requests
     from planner.simulate import LogNormal
@@ -206,15 +258,12 @@ def _region_curve(settings: Settings, region: str, scenario: Scenario) -> tuple[
         max_output=model.max_output_tokens,
     )
     fleets = settings.regions[region].fleets
-    templates = [
-        HostGroup(
-            f.instance_type,
-            profiles[(f.instance_type, f.tensor_parallel)].engine(model.max_num_seqs),
-            f.engine_replicas,
-            0,
-        )
-        for f in fleets
-    ]
+    templates = []
+    for f in fleets:
+        profile = profile_for(profiles, f.instance_type, f.tensor_parallel)
+        speed = profile_speed(profile, profile_end)
+        engine = profile.engine(model.max_num_seqs, model.max_model_len, buckets, speed)
+        templates.append(HostGroup(f.instance_type, engine, f.engine_replicas, 0))
     threshold = settings.observability.ttft_p99_threshold_ms
     curve = cached_curve(templates, [float(f.max) for f in fleets], demand, threshold, CACHE)
     slots = {f.instance_type: f.engine_replicas * model.max_num_seqs for f in fleets}
@@ -222,8 +271,22 @@ def _region_curve(settings: Settings, region: str, scenario: Scenario) -> tuple[
 
 
 class Twin:
-    def __init__(self, scenario: Scenario, settings: Settings, deployment: Deployment) -> None:
+    """`orchestrator_on=False` runs the same day with the traffic orchestrator stopped (the counterfactual):
+    the records keep the weights they had, Route 53's health checks and alias target health still act."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        settings: Settings,
+        deployment: Deployment,
+        orchestrator_on: bool = True,
+        profile_end: str = "nominal",
+    ) -> None:
         self.scenario = scenario
+        self.orchestrator_on = orchestrator_on
+        self.profile_end = profile_end
+        config = parse_config(deployment.orchestrator_config)
+        self.gauge_samples = max(1, round(60 / config.gauge_interval_seconds))
         self.settings = settings
         self.deployment = deployment
         self.start = scenario.start
@@ -233,7 +296,7 @@ class Twin:
         for name, control in deployment.cells.items():
             region = control.region
             if region not in curves:  # every cell runs every fleet of its region: the same mix
-                curves[region] = _region_curve(settings, region, scenario)
+                curves[region] = _region_curve(settings, region, scenario, profile_end)
             curve, slots = curves[region]
             # A cell starts with its record's share of the region's traffic (equal shares if all are 0).
             siblings = [t.initial_weight for t in targets.values() if t.group == region]
@@ -259,7 +322,10 @@ class Twin:
         self.orchestrator: Orchestrator | None = None
         weights = {r.name: r.initial_weight for r in self._orchestrator_regions()}
         self.weights = weights
-        self.clients = Clients(answer_shares(weights, {}), scenario.dns.ttl_seconds, scenario.dns.stale_share)
+        self.answers = answer_shares(weights, {})  # what Route 53's servers answer at the minute's end
+        # Alias records' EvaluateTargetHealth, as orchestrator/routing/records.py writes them.
+        self.evaluate_target_health = dict.fromkeys(weights, True)
+        self.clients = Clients(self.answers, scenario.dns.ttl_seconds, scenario.dns.stale_share)
         self.minutes: list[Minute] = []
         for twin in self.cells.values():
             twin.published = -PREROLL_MINUTES
@@ -273,7 +339,16 @@ class Twin:
         return [f for f in self.scenario.faults if isinstance(f, kind) and f.active(minute)]
 
     def _delay(self, minute: int) -> int:
-        return INGESTION_MINUTES + sum(f.minutes for f in self._faults(MetricsDelay, minute))
+        """Minutes after its end a minute's datapoint becomes readable: the scenario's, plus faults'."""
+        late = sum(f.minutes for f in self._faults(MetricsDelay, minute))
+        return self.scenario.metrics.delay_minutes + late
+
+    def _speed(self, twin: CellTwin, minute: int) -> float:
+        speed = 1.0
+        for fault in self.scenario.faults:
+            if isinstance(fault, Slowdown) and self._hits(fault, twin):
+                speed *= fault.speed(minute)
+        return speed
 
     def _hits(self, fault: Any, twin: CellTwin) -> bool:
         """A fault naming a region hits each of its cells; one naming a cell (`us-east-1/2`) that cell."""
@@ -286,40 +361,63 @@ class Twin:
         data: list[dict[str, Any]] = []
         for minute in range(twin.published, upto + 1):
             raw = {key: values.get(minute) for key, values in twin.series.items()}
-            data.extend(datapoints(raw, self.start + timedelta(minutes=minute), model))
+            data.extend(datapoints(raw, self.start + timedelta(minutes=minute), model, self.gauge_samples))
         twin.published = max(twin.published, upto + 1)
         for offset in range(0, len(data), 1000):
             self.orchestrator.publish(twin.name, twin.namespace, data[offset : offset + 1000])
 
-    def _serve(self, twin: CellTwin, minute: int, arriving: float, down: bool, row: RegionMinute) -> None:
+    def _serve(
+        self,
+        twin: CellTwin,
+        minute: int,
+        arriving: float,
+        row: RegionMinute,
+        down: bool = False,
+        unreachable: bool = False,
+        speed: float = 1.0,
+    ) -> None:
+        """One target's minute of serving. `down`: no target answers (the ALB sees every request fail);
+        `unreachable`: clients cannot reach the front door, whose targets are healthy and idle (neither the
+        ALB nor the containers see the requests); `speed`: the engines' share of their normal speed."""
         serving = {t: f.serving for t, f in twin.fleets.items()}
         dead = sum(f.dead_targets for f in twin.fleets.values())
         live = sum(serving.values())
         targets = live + dead
-        capacity = sum(count * twin.curve.per_host_rps[t] for t, count in serving.items())
+        capacity = speed * sum(count * twin.curve.per_host_rps[t] for t, count in serving.items())
         row.offered_rps = arriving
         row.targets = 0 if down else targets
-        if down or targets == 0:
+        if down or unreachable or targets == 0:
             row.shed_rps = arriving
             row.error_share = 1.0 if arriving else 0.0
-            for key in (
-                "slow_share",
-                "ttft_p99_ms",
-                "in_flight",
-                "slots",
-                "served_requests",
-                "requests",
-                "reporting_hosts",
-                "error_share",
-            ):
+            for key in ("slow_share", "ttft_p99_ms", "served_requests", "requests", "error_share"):
+                twin.record(key, minute, None)
+            twin.record("target5xx_share", minute, None)  # no target answered
+            if unreachable and not down and targets:
+                # Healthy and idle behind a load balancer nobody reaches: the gauges and the ALB's
+                # healthy-host count look fine, the request metrics are simply absent.
+                twin.record("healthy_hosts", minute, float(targets))
+                twin.record("elb5xx_percent", minute, None)
+                twin.record("reporting_hosts", minute, float(live))
+                twin.record("in_flight", minute, 0.0)
+                twin.record(
+                    "slots", minute, float(sum(count * twin.slots[t] for t, count in serving.items()))
+                )
+                for t, count in serving.items():
+                    twin.record(f"inflight:{t}", minute, 0.0 if count else None)
+                return
+            for key in ("in_flight", "slots", "reporting_hosts"):
                 twin.record(key, minute, None)
             twin.record("healthy_hosts", minute, 0.0)
             twin.record("elb5xx_percent", minute, 100.0 if arriving else 0.0)
-            twin.record("target5xx_share", minute, None)  # no target answered
             for t in twin.fleets:
                 twin.record(f"inflight:{t}", minute, None)
             return
-        to_dead = arriving * dead / targets
+        row.capacity_rps = capacity * twin.curve.utilisation[-1]
+        # Least outstanding requests: each target takes requests in inverse proportion to how long it holds
+        # them, so a dead engine that fails at once draws far more than its share until its target leaves.
+        even = arriving * live / targets / capacity if capacity else math.inf
+        hold = twin.curve.at(even)[2] / speed if live else 1.0
+        to_dead = arriving * failing_share(live, dead, hold)
         to_live = arriving - to_dead
         utilisation = to_live / capacity if capacity else math.inf
         if utilisation <= twin.curve.utilisation[-1]:
@@ -328,15 +426,22 @@ class Twin:
         else:
             p99, slow, in_system = OVERLOAD_TTFT_MS, 1.0, twin.curve.at(1.0)[2]
             served = capacity * twin.curve.utilisation[-1]
+        if speed < 1.0 and served:
+            # Slower engines: every time stretches by 1/speed; the slow share is read at the stretched p99's
+            # place on the curve (the share of first tokens past the threshold at that latency).
+            in_system /= speed
+            p99 = min(p99 / speed, OVERLOAD_TTFT_MS)
+            slow = max(slow, twin.curve.slow_at_p99(p99))
         failed = to_dead + (to_live - served)
         row.served_rps = served
+        row.good_rps = served * (1.0 - slow)
         row.shed_rps = failed
         row.ttft_p99_ms = p99 if served else 0.0
         row.slow_share = slow
         row.error_share = failed / arriving if arriving else 0.0
         in_flight = 0.0
         for t, count in serving.items():
-            per_host = served * twin.curve.per_host_rps[t] / capacity * in_system if capacity else 0.0
+            per_host = served * twin.curve.per_host_rps[t] * speed / capacity * in_system if capacity else 0.0
             in_flight += per_host * count
             twin.record(f"inflight:{t}", minute, per_host if count else None)
         twin.record("slow_share", minute, slow if served else None)
@@ -352,71 +457,93 @@ class Twin:
         twin.record("in_flight", minute, in_flight)
         twin.record("slots", minute, float(sum(count * twin.slots[t] for t, count in serving.items())))
 
+    def _evaluate(self, name: str, twin: CellTwin, newest: int, events: list[str]) -> bool:
+        """The target's alarms, composites and Route 53 health checks on what CloudWatch has up to
+        `newest`; whether its record's health check is healthy."""
+        for key, alarm in twin.control.alarms.items():
+            if newest - alarm.evaluation_periods + 1 < -PREROLL_MINUTES:
+                # The day starts in steady state: an alarm holds OK until its whole window lies in the
+                # twin's history (before it, nothing was published: not the same as data missing).
+                continue
+            series_key = twin.alarm_key(alarm)
+            values = twin.visible(series_key, newest, alarm.evaluation_periods) if series_key else []
+            state = cw.evaluate(alarm, values, twin.alarm_states[key])
+            if state != twin.alarm_states[key] and state == cw.ALARM:
+                events.append(f"{name}: alarm {alarm.name} ALARM")
+            twin.alarm_states[key] = state
+        composites = cw.composite_states(twin.control.composites, twin.alarm_states)
+        for composite in twin.control.composites:
+            state = composites[composite.logical_id]
+            if state != twin.composite_states[composite.logical_id]:
+                events.append(f"{name}: composite {composite.name} {state}")
+                if self.orchestrator is not None:
+                    self.orchestrator.set_alarm(name, composite.name, state == cw.ALARM)
+            twin.composite_states[composite.logical_id] = state
+        # Route 53's own checkers probe an HTTPS endpoint from outside the region: they see what clients
+        # see, so a front door nobody reaches fails them as a region down does.
+        reachable = not (twin.down or twin.unreachable)
+        status = cw.health(
+            twin.control.health_checks, {**twin.alarm_states, **composites}, twin.checks_last, reachable
+        )
+        return status.get(twin.control.record_check or "", True)
+
     def step(self, minute: int) -> Minute:
-        assert self.orchestrator is not None
         now = self.start + timedelta(minutes=minute)
         before = now - timedelta(minutes=1)
         events: list[str] = []
         for fault in self.scenario.faults:
+            where = f" in {fault.region}" if hasattr(fault, "region") else ""
             if fault.at == minute:
-                events.append(
-                    f"fault starts: {fault.kind}"
-                    + (f" in {fault.region}" if hasattr(fault, "region") else "")
-                )
+                events.append(f"fault starts: {fault.kind}{where}")
             if fault.until == minute:
-                events.append(
-                    f"fault ends: {fault.kind}" + (f" in {fault.region}" if hasattr(fault, "region") else "")
-                )
+                events.append(f"fault ends: {fault.kind}{where}")
         delay = self._delay(minute)
         newest = minute - 1 - delay  # the newest minute CloudWatch has
         checks: dict[str, bool] = {}
         for name, twin in self.cells.items():
-            self._publish(twin, newest)
-            for key, alarm in twin.control.alarms.items():
-                series_key = twin.alarm_key(alarm)
-                values = twin.visible(series_key, newest, alarm.evaluation_periods) if series_key else []
-                state = cw.evaluate(alarm, values, twin.alarm_states[key])
-                if state != twin.alarm_states[key] and state == cw.ALARM:
-                    events.append(f"{name}: alarm {alarm.name} ALARM")
-                twin.alarm_states[key] = state
-            composites = cw.composite_states(twin.control.composites, twin.alarm_states)
-            for composite in twin.control.composites:
-                state = composites[composite.logical_id]
-                if state != twin.composite_states[composite.logical_id]:
-                    events.append(f"{name}: composite {composite.name} {state}")
-                    self.orchestrator.set_alarm(name, composite.name, state == cw.ALARM)
-                twin.composite_states[composite.logical_id] = state
-            status = cw.health(
-                twin.control.health_checks, {**twin.alarm_states, **composites}, twin.checks_last
-            )
-            healthy = status.get(twin.control.record_check or "", True)
+            twin.down = any(self._hits(f, twin) for f in self._faults(RegionDown, minute))
+            twin.unreachable = any(self._hits(f, twin) for f in self._faults(FrontDoorDown, minute))
+            if self.orchestrator is not None:
+                self._publish(twin, newest)
+            healthy = self._evaluate(name, twin, newest, events)
+            # An alias record with EvaluateTargetHealth is unhealthy while its ALB has no healthy target
+            # (Route 53 Developer Guide, "EvaluateTargetHealth"): as of the last minute's target health.
+            if self.evaluate_target_health.get(name, True) and twin.healthy_targets == 0:
+                healthy = False
             if self.minutes and self.minutes[-1].cells[name].healthy != healthy:
                 events.append(f"{name}: Route 53 health check {'healthy' if healthy else 'UNHEALTHY'}")
             checks[name] = healthy
-        self.orchestrator.prune(now)
 
-        # The schedule: one run a minute, two with duplicate deliveries; API faults while they last.
-        self.orchestrator.failing = {f.service for f in self._faults(ApiErrors, minute)}
-        runs = 2 if self._faults(DuplicateRuns, minute) else 1
-        for _ in range(runs):
-            answer = self.orchestrator.run(now)
-            if "error" in answer:
-                events.append(f"orchestrator failed: {answer['error'][:160]}")
-            elif answer.get("weights") is not None:
-                events.append(f"orchestrator: {answer.get('reason', '')[:160]}")
-        self.orchestrator.failing = set()
-        self.weights.update(self.orchestrator.weights())
+        if self.orchestrator is not None:
+            self.orchestrator.prune(now)
+            # The schedule: one run a minute, two with duplicate deliveries; API faults while they last.
+            self.orchestrator.failing = {f.service for f in self._faults(ApiErrors, minute)}
+            runs = 2 if self._faults(DuplicateRuns, minute) else 1
+            for _ in range(runs):
+                answer = self.orchestrator.run(now)
+                if "error" in answer:
+                    events.append(f"orchestrator failed: {answer['error'][:160]}")
+                elif answer.get("weights") is not None:
+                    events.append(f"orchestrator: {answer.get('reason', '')[:160]}")
+            self.orchestrator.failing = set()
+            records = self.orchestrator.records()
+            self.weights.update({name: weight for name, (weight, _) in records.items()})
+            self.evaluate_target_health.update({name: flag for name, (_, flag) in records.items()})
 
+        fail_open = not any(checks.values())
         answers = answer_shares(self.weights, checks)
-        shares = self.clients.follow(answers)
+        served_answers = propagated(self.answers, answers)
+        self.answers = answers
+        shares = self.clients.follow(served_answers)
         total = sum(self.scenario.offered(r, minute) for r in self.scenario.traffic)
         rows: dict[str, RegionMinute] = {}
         for name, twin in self.cells.items():
             row = RegionMinute(
-                weight=self.weights.get(name, 0), answer_share=answers.get(name, 0.0), healthy=checks[name]
+                weight=self.weights.get(name, 0),
+                answer_share=served_answers.get(name, 0.0),
+                healthy=checks[name],
+                down=twin.down,
             )
-            down = any(self._hits(f, twin) for f in self._faults(RegionDown, minute))
-            row.down = down
             shortage = {
                 f.instance_type for f in self._faults(CapacityShortage, minute) if self._hits(f, twin)
             }
@@ -429,9 +556,7 @@ class Twin:
             for instance_type, fleet in twin.fleets.items():
                 events_for: list[str] = []
                 fleet.schedule(minute, before, now, events_for)
-                tracking = fleet.control.tracking
-                own = tracking is not None and twin.reads_own_metrics(tracking.namespace)
-                tracked = twin.visible(f"inflight:{instance_type}", newest, 1)[0] if own else None
+                tracked = twin.tracked(fleet, newest)
                 fleet.track(minute, tracked, events_for)
                 stopped += fleet.step(minute, instance_type in shortage, events_for)
                 events.extend(f"{name}: {event}" for event in events_for)
@@ -442,27 +567,46 @@ class Twin:
             row.stopped_share = stopped / serving_before if serving_before else 0.0
             row.hosts = sum(f.all_hosts for f in twin.fleets.values())
             row.tasks = sum(f.serving for f in twin.fleets.values())
-            self._serve(twin, minute, total * shares.get(name, 0.0), down, row)
+            self._serve(
+                twin,
+                minute,
+                total * shares.get(name, 0.0),
+                row,
+                down=twin.down,
+                unreachable=twin.unreachable,
+                speed=self._speed(twin, minute),
+            )
+            twin.healthy_targets = 0 if twin.down else row.tasks
             for fleet in twin.fleets.values():
                 twin.record(
                     f"short:{fleet.control.instance_type}", minute, float(fleet.desired - fleet.tasks)
                 )
             rows[name] = row
         regions = {region: region_row([rows[n] for n in names]) for region, names in self.regions.items()}
-        result = Minute(minute, regions, events, rows)
+        result = Minute(minute, regions, events, rows, fail_open)
         self.minutes.append(result)
         return result
 
     def run(self, on_minute: Callable[[Minute], None] | None = None) -> list[Minute]:
+        if not self.orchestrator_on:
+            for minute in range(-PREROLL_MINUTES, self.scenario.minutes):
+                result = self.step(minute)
+                if on_minute and minute >= 0:
+                    on_minute(result)
+            self.minutes = [m for m in self.minutes if m.minute >= 0]
+            return self.minutes
         composites = {name: [c.name for c in twin.control.composites] for name, twin in self.cells.items()}
         with Orchestrator(
             self.deployment.orchestrator_config, self.deployment.home_region, composites
         ) as orch:
             self.orchestrator = orch
-            for minute in range(-PREROLL_MINUTES, self.scenario.minutes):
-                result = self.step(minute)
-                if on_minute and minute >= 0:
-                    on_minute(result)
+            try:
+                for minute in range(-PREROLL_MINUTES, self.scenario.minutes):
+                    result = self.step(minute)
+                    if on_minute and minute >= 0:
+                        on_minute(result)
+            finally:
+                self.orchestrator = None
         self.minutes = [m for m in self.minutes if m.minute >= 0]
         return self.minutes
 

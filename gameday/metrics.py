@@ -1,6 +1,7 @@
 """One region's minute as CloudWatch holds it: the containers' per-request 0/1 metrics as one-minute
-statistic sets (their Average is a share), and the 10 s gauges as GAUGE_SAMPLES samples per host (a
-minute's SampleCount counts hosts, its Sum adds each host's value that many times), as
+statistic sets (their Average is a share), and the periodic gauges as one sample per gauge interval per
+host (the deployed ORCHESTRATOR_CONFIG's `gauge_interval_seconds`: 6 a minute at 10 s; a minute's
+SampleCount counts hosts, its Sum adds each host's value that many times), as
 orchestrator/routing/signals.py reads them."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-GAUGE_SAMPLES = 6  # the containers' 10 s gauges, per host and minute
+GAUGE_SAMPLES = 6  # the containers' 10 s gauges, per host and minute (the default interval)
 
 
 def _statistics(
@@ -23,7 +24,9 @@ def _statistics(
     }
 
 
-def datapoints(raw: Mapping[str, float | None], at: datetime, model: str) -> list[dict[str, Any]]:
+def datapoints(
+    raw: Mapping[str, float | None], at: datetime, model: str, gauge_samples: int = GAUGE_SAMPLES
+) -> list[dict[str, Any]]:
     """PutMetricData entries for one minute; a metric with no sample that minute is absent, as in
     CloudWatch (no request finished, or no host reported)."""
     dimensions = [{"Name": "Model", "Value": model}]
@@ -38,15 +41,15 @@ def datapoints(raw: Mapping[str, float | None], at: datetime, model: str) -> lis
         failed = requests * (raw.get("error_share") or 0.0)
         data.append(_statistics("RequestFailed", dimensions, at, requests, failed, 1.0))
     if reporting >= 1:
-        samples = reporting * GAUGE_SAMPLES
+        samples = reporting * gauge_samples
         in_flight = raw.get("in_flight") or 0.0
         slots = raw.get("slots") or 0.0
         data.append(
             _statistics(
-                "RequestsInFlight", dimensions, at, samples, in_flight * GAUGE_SAMPLES, in_flight / reporting
+                "RequestsInFlight", dimensions, at, samples, in_flight * gauge_samples, in_flight / reporting
             )
         )
         data.append(
-            _statistics("ServingSlots", dimensions, at, samples, slots * GAUGE_SAMPLES, slots / reporting)
+            _statistics("ServingSlots", dimensions, at, samples, slots * gauge_samples, slots / reporting)
         )
     return data

@@ -55,11 +55,25 @@ def table(minutes: Sequence[Minute], out: IO[str]) -> None:
     console.print(grid)
 
 
-def summary_text(summary: Summary, out: IO[str]) -> None:
+def summary_text(
+    summary: Summary, out: IO[str], profile: str = "nominal", orchestrator_on: bool = True
+) -> None:
     console = Console(file=out, width=160)
     color = "green" if summary.verdict == "pass" else "red"
+    console.print(
+        f"serving curves: the {profile} end of the profiles' throughput range; "
+        f"orchestrator {'on' if orchestrator_on else 'OFF'}"
+    )
     console.print(f"verdict: [{color}]{summary.verdict}[/]  requests lost: {summary.requests_lost:,}")
     console.print(f"SLO minutes violated: {summary.slo_minutes_violated}")
+    goodput = ", ".join(f"{name} {share:.2%}" for name, share in summary.goodput.items())
+    console.print(f"goodput: {goodput}; Route 53 failed open in {summary.fail_open_minutes} minutes")
+    if summary.counterfactual is not None:
+        for measure, figures in summary.counterfactual.items():
+            console.print(
+                f"counterfactual {measure}: {figures['on']:,} with the orchestrator, "
+                f"{figures['off']:,} without"
+            )
     for violation in summary.violations:
         console.print(f"  - {violation}")
 

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from gameday.loop import Minute, Twin
+from gameday.loop import PROFILE_ENDS, Minute, Twin
 from gameday.report import json_line, plot
 from gameday.scenario import CapacityShortage, Scenario, load_scenario
 from gameday.templates import TemplateError, read_deployment, synthesize
-from gameday.verdict import Summary, judge
+from gameday.verdict import Rules, Summary, compare, judge
 from orchestrator.routing.config import parse_config
 from settings.cells import region_of
 from settings.loader import ConfigError, Document, load_settings, locate
@@ -28,6 +28,8 @@ class Result:
     scenario: Scenario
     minutes: list[Minute]
     summary: Summary
+    profile: str = "nominal"  # which end of the profiles' throughput range the serving curves ran at
+    without_orchestrator: Summary | None = None  # the counterfactual day, when it ran
 
 
 def check_against_config(scenario: Scenario, document: Document, settings: Settings, config: Path) -> None:
@@ -68,8 +70,21 @@ def check_against_config(scenario: Scenario, document: Document, settings: Setti
 
 
 def run_scenario(
-    path: Path, json_out: IO[str] | None = None, png: Path | None = None, cells: bool = False
+    path: Path,
+    json_out: IO[str] | None = None,
+    png: Path | None = None,
+    cells: bool = False,
+    profile: str = "nominal",
+    counterfactual: bool = False,
+    orchestrator_on: bool = True,
+    deployment_hook=None,
 ) -> Result:
+    """`counterfactual`: run the day again with the orchestrator off (also when the scenario asks for it)
+    and judge the first against the second; `orchestrator_on=False`: run only the day without it.
+    `deployment_hook`: a function given the deployment read from the templates and returning the one to
+    run (the mutation tests break the system through it)."""
+    if profile not in PROFILE_ENDS:
+        raise BadScenario(f"profile {profile!r}: one of {', '.join(PROFILE_ENDS)}")
     try:
         scenario, document, config = load_scenario(path)
         settings = load_settings(config)
@@ -80,7 +95,9 @@ def run_scenario(
         deployment = read_deployment(synthesize(config))
     except TemplateError as error:
         raise BadScenario(str(error)) from None
-    twin = Twin(scenario, settings, deployment)
+    if deployment_hook is not None:
+        deployment = deployment_hook(deployment)
+    twin = Twin(scenario, settings, deployment, orchestrator_on, profile)
 
     def emit(minute: Minute) -> None:
         if json_out is not None:
@@ -93,18 +110,25 @@ def run_scenario(
     slo_errors = (
         scenario.slo.error_share if scenario.slo.error_share is not None else orchestrator.policy.error_share
     )
-    summary = judge(
-        scenario,
-        minutes,
+    rules = Rules(
         slo_ms,
         slo_errors,
-        orchestrator.policy.gain_step,
-        orchestrator.policy.drop_step,
+        orchestrator.policy.max_step,
         orchestrator.policy.floor,
         {r.name: r.initial_weight for r in orchestrator.regions},
     )
+    summary = judge(scenario, minutes, rules)
+    without = None
+    if orchestrator_on and (counterfactual or scenario.counterfactual is not None):
+        off = Twin(scenario, settings, deployment, False, profile).run()
+        without = judge(scenario, off, rules)
+        summary = compare(scenario, summary, without)
     if json_out is not None:
-        json_out.write(json.dumps(summary.public(), separators=(",", ":")) + "\n")
+        public = summary.public()
+        public["summary"]["profile"] = profile  # which end of the profiles' range the curves ran at
+        public["summary"]["orchestrator"] = "on" if orchestrator_on else "off"
+        json_out.write(json.dumps(public, separators=(",", ":")) + "\n")
     if png is not None:
-        plot(scenario, minutes, slo_ms, png, f"{path.name}: {summary.verdict}")
-    return Result(scenario, minutes, summary)
+        who = "" if orchestrator_on else ", orchestrator off"
+        plot(scenario, minutes, slo_ms, png, f"{path.name} ({profile} profile{who}): {summary.verdict}")
+    return Result(scenario, minutes, summary, profile, without)

@@ -46,6 +46,33 @@ class Slo(_Strict):
     error_share: Share | None = None
 
 
+class Judge(_Strict):
+    """The verdict's thresholds for this scenario (docs/gameday.md, "Verdict")."""
+
+    # Requests served within the objective over min(offered, the fleets' capacity), over the day: each
+    # region's and all regions' together must reach this.
+    goodput: Share = 0.99
+    lost_requests: Annotated[int, Field(ge=0)] = 0  # the most requests the day may lose, all regions
+    # After a fault starts (and after it ends), the region or cell it names may miss the SLO this long.
+    grace_minutes: Annotated[int, Field(ge=0, le=120)] = 15
+
+
+class Metrics(_Strict):
+    # How long after its minute ends a one-minute datapoint is readable. AWS gives no bound; 2 minutes is
+    # the figure commonly cited (docs/gameday.md, "Metrics delay").
+    delay_minutes: Annotated[int, Field(ge=0, le=15)] = 2
+
+
+Measure = Literal["slo_minutes", "requests_lost"]
+
+
+class Counterfactual(_Strict):
+    """Run the day a second time with the orchestrator off; each measure named must be strictly smaller
+    with it on (it made the day better)."""
+
+    must_improve: Annotated[list[Measure], Field(min_length=1)] = ["slo_minutes", "requests_lost"]
+
+
 class _Fault(_Strict):
     at: Minute
     until: Minute | None = None
@@ -77,6 +104,33 @@ class CapacityShortage(_Fault):
     instance_type: str
 
 
+class FrontDoorDown(_Fault):
+    """Clients cannot reach the region's (or cell's) load balancer: a listener, certificate, WAF or network
+    fault in front of targets that stay healthy. Every request sent there is lost; the ALB and the
+    containers see none of them."""
+
+    kind: Literal["front_door_down"]
+    region: str
+
+
+class Slowdown(_Fault):
+    """Every engine of the region (or cell) serves at `factor` of its speed (a bad driver, AMI or model
+    build; thermal throttling): no target fails a health check. With `ramp_minutes`, the speed falls
+    linearly from 1 to `factor` over that time from `at`."""
+
+    kind: Literal["slowdown"]
+    region: str
+    factor: Annotated[float, Field(gt=0, lt=1)]
+    ramp_minutes: Annotated[int, Field(ge=0)] = 0
+
+    def speed(self, minute: int) -> float:
+        if not self.active(minute):
+            return 1.0
+        if self.ramp_minutes and minute - self.at < self.ramp_minutes:
+            return 1 - (1 - self.factor) * (minute - self.at) / self.ramp_minutes
+        return self.factor
+
+
 class ApiErrors(_Fault):
     kind: Literal["api_errors"]
     service: Literal["route53", "cloudwatch", "ssm"]
@@ -92,7 +146,14 @@ class MetricsDelay(_Fault):
 
 
 Fault = Annotated[
-    RegionDown | EngineDeaths | CapacityShortage | ApiErrors | DuplicateRuns | MetricsDelay,
+    RegionDown
+    | FrontDoorDown
+    | EngineDeaths
+    | Slowdown
+    | CapacityShortage
+    | ApiErrors
+    | DuplicateRuns
+    | MetricsDelay,
     Field(discriminator="kind"),
 ]
 TrafficPoint = tuple[Minute, Annotated[float, Field(ge=0)]]
@@ -107,6 +168,9 @@ class Scenario(_Strict):
     dns: Dns = Dns()
     faults: list[Fault] = []
     slo: Slo = Slo()
+    judge: Judge = Judge()
+    metrics: Metrics = Metrics()
+    counterfactual: Counterfactual | None = None
 
     @field_validator("start")
     @classmethod

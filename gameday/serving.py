@@ -52,9 +52,22 @@ class Curve:
             float(np.interp(u, self.utilisation, self.seconds_in_system)),
         )
 
+    def slow_at_p99(self, p99_ms: float) -> float:
+        """The slow share where the curve's p99 is `p99_ms` (the curve's own shape: a slower engine's
+        stretched latencies read as the load at which this fleet's were that long)."""
+        p99s = np.maximum.accumulate(np.asarray(self.ttft_p99_ms))
+        if p99_ms >= p99s[-1]:
+            return 1.0 if p99_ms >= OVERLOAD_P99_MS else float(self.slow_share[-1])
+        return float(np.interp(p99_ms, p99s, self.slow_share))
+
+
+OVERLOAD_P99_MS = 30_000.0  # the twin's figure for a first token beyond the throughput bound
+
 
 def per_host_rps(group: HostGroup, demand: Demand) -> float:
-    return group.replicas * group.engine.requests_per_second(demand.prompt_mean, demand.output_mean)
+    # A prompt costs its bucket's prefill on an engine compiled with buckets (planner.plan.Demand).
+    prefill = demand.prefill_mean(group.engine)
+    return group.replicas * group.engine.requests_per_second(prefill, demand.output_mean)
 
 
 def measure(
@@ -112,6 +125,7 @@ def _key(templates: Sequence[HostGroup], mix: Sequence[float], demand: Demand, t
     digest = hashlib.sha256()
     digest.update(inspect.getsource(simulator).encode())
     digest.update(inspect.getsource(measure).encode())
+    digest.update(inspect.getsource(per_host_rps).encode())
     parts = [repr(t) for t in templates] + [repr(tuple(mix)), repr(demand), repr(threshold_ms)]
     parts += [repr(GRID), repr((WINDOW_SECONDS, SETTLE_SECONDS, SLICE_HOSTS, SEED))]
     digest.update("|".join(parts).encode())

@@ -11,10 +11,11 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from gameday.cron import Cron, CronError, parse
 from orchestrator.routing.config_source import DIGEST_VARIABLE, PARAMETER_VARIABLE, decode
 from settings.loader import load_documents
 
@@ -30,10 +31,35 @@ class TemplateError(Exception):
 
 @dataclass(frozen=True)
 class Bounds:
-    at: datetime
+    at: datetime  # a one-time action's moment; a recurring one's start (or the epoch)
     min: int | None
     max: int | None
     name: str
+    cron: Cron | None = None  # a recurring action fires each minute its cron matches, from `at` on
+    until: datetime | None = None  # a recurring action's end
+
+    def fires(self, before: datetime, now: datetime) -> bool:
+        """Whether the action fires in (before, now] (the twin's minutes)."""
+        if self.cron is None:
+            return before < self.at <= now
+        if now < self.at or (self.until is not None and now > self.until):
+            return False
+        return self.cron.matches(now)
+
+    def last_fired(self, when: datetime) -> datetime | None:
+        """When the action last fired at or before `when` (a recurring one: within a week)."""
+        if self.cron is None:
+            return self.at if self.at <= when else None
+        moment = when.replace(second=0, microsecond=0)
+        for _ in range(RECURRING_LOOKBACK_MINUTES):
+            if self.fires(moment - timedelta(minutes=1), moment):
+                return moment
+            moment -= timedelta(minutes=1)
+        return None
+
+
+RECURRING_LOOKBACK_MINUTES = 8 * 24 * 60  # a weekly action has fired within this before any start
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -71,21 +97,21 @@ class FleetControl:
     alb_unhealthy_seconds: int  # the HTTP target group's interval x unhealthy threshold
 
     def bounds_at(self, when: datetime) -> tuple[int, int, int, int]:
-        """(asg min, asg max, service min, service max) in force at `when`."""
-        asg = (self.asg_min, self.asg_max)
-        for action in self.asg_schedule:
-            if action.at <= when:
-                asg = (
-                    action.min if action.min is not None else asg[0],
-                    action.max if action.max is not None else asg[1],
+        """(asg min, asg max, service min, service max) in force at `when`: each schedule's actions in
+        the order they last fired, one-time and recurring alike."""
+
+        def apply(start: tuple[int, int], schedule: tuple[Bounds, ...]) -> tuple[int, int]:
+            fired = [(moment, action) for action in schedule if (moment := action.last_fired(when))]
+            bounds = start
+            for _, action in sorted(fired, key=lambda item: item[0]):
+                bounds = (
+                    action.min if action.min is not None else bounds[0],
+                    action.max if action.max is not None else bounds[1],
                 )
-        service = (self.service_min, self.service_max)
-        for action in self.service_schedule:
-            if action.at <= when:
-                service = (
-                    action.min if action.min is not None else service[0],
-                    action.max if action.max is not None else service[1],
-                )
+            return bounds
+
+        asg = apply((self.asg_min, self.asg_max), self.asg_schedule)
+        service = apply((self.service_min, self.service_max), self.service_schedule)
         return (*asg, *service)
 
 
@@ -290,6 +316,51 @@ def _rule(value: Any) -> str:
     return ref
 
 
+def _asg_action(key: str, action: dict[str, Any]) -> Bounds:
+    """An Auto Scaling group's scheduled action: once at StartTime, or on its Recurrence (Unix cron in its
+    TimeZone) from StartTime to EndTime."""
+    start = _at(action["StartTime"]) if "StartTime" in action else EPOCH
+    low, high = action.get("MinSize"), action.get("MaxSize")
+    if "Recurrence" not in action:
+        if "StartTime" not in action:
+            raise TemplateError(f"{key}: a scheduled action with neither StartTime nor Recurrence")
+        return Bounds(start, low, high, key)
+    try:
+        cron = parse(str(action["Recurrence"]), str(action.get("TimeZone", "UTC")))
+    except CronError as error:
+        raise TemplateError(f"{key}: Recurrence {action['Recurrence']!r}: {error}") from None
+    end = _at(action["EndTime"]) if "EndTime" in action else None
+    return Bounds(start, low, high, key, cron, end)
+
+
+def _service_action(target_id: str, action: dict[str, Any]) -> Bounds:
+    """A scalable target's scheduled action: `at(...)` once, `cron(...)` recurring in its Timezone between
+    StartTime and EndTime; `rate(...)` is refused by name."""
+    name = str(action["ScheduledActionName"])
+    schedule = str(action["Schedule"])
+    low = action["ScalableTargetAction"].get("MinCapacity")
+    high = action["ScalableTargetAction"].get("MaxCapacity")
+    if schedule.startswith("at("):
+        return Bounds(_at(schedule), low, high, name)
+    if not schedule.startswith("cron("):
+        raise TemplateError(
+            f"{target_id}: scheduled action {name}: {schedule!r} is not modelled (at or cron)"
+        )
+    try:
+        cron = parse(schedule, str(action.get("Timezone", "UTC")))
+    except CronError as error:
+        raise TemplateError(f"{target_id}: scheduled action {name}: {error}") from None
+    start = _at(action["StartTime"]) if "StartTime" in action else EPOCH
+    end = _at(action["EndTime"]) if "EndTime" in action else None
+    return Bounds(start, low, high, name, cron, end)
+
+
+# Target tracking metrics the twin produces: the containers' per-host RequestsInFlight gauge, as the
+# policy's statistic reads it for a fleet (least outstanding requests keeps a fleet's hosts level, so the
+# hosts' Average and Maximum are one value).
+TRACKED = {("RequestsInFlight", "Average"), ("RequestsInFlight", "Maximum")}
+
+
 def _fleets(resources: dict[str, Any]) -> tuple[FleetControl, ...]:
     groups = _of_type(resources, "AWS::AutoScaling::AutoScalingGroup")
     templates = _of_type(resources, "AWS::EC2::LaunchTemplate")
@@ -336,6 +407,12 @@ def _fleets(resources: dict[str, Any]) -> tuple[FleetControl, ...]:
                 spec = config.get("CustomizedMetricSpecification")
                 if spec is None:
                     raise TemplateError(f"{target_id}: only customized-metric target tracking is modelled")
+                if (spec.get("MetricName"), spec.get("Statistic", "Average")) not in TRACKED:
+                    raise TemplateError(
+                        f"{target_id}: target tracking on {spec.get('MetricName')} "
+                        f"({spec.get('Statistic', 'Average')}) is not modelled: the twin produces "
+                        + ", ".join(f"{m} ({s})" for m, s in sorted(TRACKED))
+                    )
                 tracking = TargetTracking(
                     metric=spec["MetricName"],
                     statistic=spec.get("Statistic", "Average"),
@@ -356,9 +433,9 @@ def _fleets(resources: dict[str, Any]) -> tuple[FleetControl, ...]:
                 asg_schedule=tuple(
                     sorted(
                         (
-                            Bounds(_at(a["StartTime"]), a.get("MinSize"), a.get("MaxSize"), key)
+                            _asg_action(key, a)
                             for key, a in asg_actions.items()
-                            if _ref(a["AutoScalingGroupName"]) == group_id and "StartTime" in a
+                            if _ref(a["AutoScalingGroupName"]) == group_id
                         ),
                         key=lambda b: b.at,
                     )
@@ -367,16 +444,7 @@ def _fleets(resources: dict[str, Any]) -> tuple[FleetControl, ...]:
                 service_max=int(target["MaxCapacity"]),
                 service_schedule=tuple(
                     sorted(
-                        (
-                            Bounds(
-                                _at(a["Schedule"]),
-                                a["ScalableTargetAction"].get("MinCapacity"),
-                                a["ScalableTargetAction"].get("MaxCapacity"),
-                                a["ScheduledActionName"],
-                            )
-                            for a in target.get("ScheduledActions", [])
-                            if str(a["Schedule"]).startswith("at(")
-                        ),
+                        (_service_action(target_id, a) for a in target.get("ScheduledActions", [])),
                         key=lambda b: b.at,
                     )
                 ),

@@ -1,23 +1,51 @@
-"""Pass or fail: the SLO outside the grace the faults allow, and the properties the whole system owes
-whatever happens (docs/gameday.md, "Verdict"). The SLO, weight steps and task drops are judged per region
-(its cells added up); a drain, a down target's way out of DNS and the wait for hosts per routing target too,
-so a cell drained while it serves fails like a region would."""
+"""Pass or fail: what an SRE would accept as a go for the day (docs/gameday.md, "Verdict").
+
+Nothing is excused globally. A fault excuses only the region or cell it names, for the scenario's grace
+after it starts and after it ends (a region's fault excuses each of its cells; a cell's fault only that
+cell); a fault without a region (the orchestrator's API errors, duplicate runs, late metrics) excuses
+nothing. The rules:
+- SLO (p99 time to first token, error share) per routing target: each cell of a region of several is
+  judged on its own rows, a one-cell region on its own;
+- goodput (requests served within the objective over min(offered, the fleets' capacity), over the day)
+  per region and overall, against the scenario's threshold;
+- requests lost over the day within the scenario's budget;
+- a weight moves at most the policy's `max_step` in a minute (its documented limit: the drop step for a
+  region on its way to the floor, and the freed weight handed to the best-ranked region when every region
+  looks bad); a cell's weight is split inside its region by design and is not held to it;
+- a region or cell still serving with at least half its targets is not drained (weight to the floor, or
+  its Route 53 check failing); minutes where every record is unhealthy are Route 53 failing open, judged as
+  such (a violation of their own), never as a drain;
+- a region or cell that is down, or whose front door is, leaves Route 53's answers within 5 minutes and is
+  back to half its weight by the end;
+- no minute stops more than 10% of a region's serving tasks (and more than one a fleet);
+- tasks wait for hosts at most 20 minutes (outside a capacity shortage);
+- with a counterfactual, the orchestrator must have made each named measure strictly better."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from gameday.loop import Minute
-from gameday.scenario import CapacityShortage, RegionDown, Scenario
+from gameday.loop import Minute, RegionMinute
+from gameday.scenario import CapacityShortage, FrontDoorDown, RegionDown, Scenario
 from settings.cells import region_of
 
-GRACE_MINUTES = 15  # after a fault starts or ends: the survivors hold the SLO within this
 DRAIN_MINUTES = 5  # a region down is out of Route 53's answers within this
 TASK_DROP_SHARE = 0.1  # no minute stops more than this share of a region's serving tasks (or one a fleet)
 HOST_WAIT_MINUTES = 20  # tasks waiting for hosts get some within this (steps minutes apart, not half-hours)
 SERVING_SHARE_NOT_DRAINED = 0.5  # a region still serving with at least this share of its targets stays in
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What the verdict judges against, from the deployment and the scenario."""
+
+    slo_ms: float
+    slo_errors: float
+    max_step: int  # the policy's bound on one run's move of an unpinned weight
+    floor: int
+    initial_weights: dict[str, int]  # per routing target
 
 
 @dataclass(frozen=True)
@@ -26,74 +54,135 @@ class Summary:
     violations: tuple[str, ...]
     slo_minutes_violated: dict[str, int]
     requests_lost: int
+    goodput: dict[str, float] = field(default_factory=dict)  # region -> share, and "overall"
+    fail_open_minutes: int = 0
+    counterfactual: dict[str, dict[str, float]] | None = None  # measure -> {"on": x, "off": y}
 
     def public(self) -> dict[str, object]:
-        return {
-            "summary": {
-                "verdict": self.verdict,
-                "violations": list(self.violations),
-                "slo_minutes_violated": self.slo_minutes_violated,
-                "requests_lost": self.requests_lost,
-            }
+        data: dict[str, object] = {
+            "verdict": self.verdict,
+            "violations": list(self.violations),
+            "slo_minutes_violated": self.slo_minutes_violated,
+            "requests_lost": self.requests_lost,
+            "goodput": {name: round(share, 4) for name, share in self.goodput.items()},
+            "fail_open_minutes": self.fail_open_minutes,
         }
+        if self.counterfactual is not None:
+            data["counterfactual"] = self.counterfactual
+        return {"summary": data}
+
+    @property
+    def slo_minutes(self) -> int:
+        return sum(self.slo_minutes_violated.values())
 
 
-def _excused(scenario: Scenario, region: str, minute: int) -> bool:
+def excused(scenario: Scenario, target: str, minute: int) -> bool:
+    """A routing target's minute inside the grace of a fault of its own (its own or its region's), or
+    while it is down (requests sent there are lost: the budget and the drain deadline judge those)."""
+    grace = scenario.judge.grace_minutes
     for fault in scenario.faults:
-        if fault.at <= minute < fault.at + GRACE_MINUTES:
+        named = getattr(fault, "region", None)
+        if named is None or named not in (target, region_of(target)):
+            continue
+        if fault.at <= minute < fault.at + grace:
             return True
-        if fault.until is not None and fault.until <= minute < fault.until + GRACE_MINUTES:
+        if fault.until is not None and fault.until <= minute < fault.until + grace:
             return True
-        # A region is excused while it, or one of its cells, is down: requests sent there are lost.
-        if isinstance(fault, RegionDown) and region_of(fault.region) == region and fault.active(minute):
+        if isinstance(fault, RegionDown | FrontDoorDown) and fault.active(minute):
             return True
     return False
 
 
-def judge(
-    scenario: Scenario,
-    minutes: Sequence[Minute],
-    slo_ms: float,
-    slo_errors: float,
-    gain_step: int,
-    drop_step: int,
-    floor: int,
-    initial_weights: dict[str, int],
-) -> Summary:
+def _targets(minute: Minute) -> dict[str, RegionMinute]:
+    """The routing targets' rows: each cell of a region of several, and each one-cell region."""
+    return minute.cells or minute.regions
+
+
+def _goodput(minutes: Sequence[Minute]) -> dict[str, float]:
+    """Per region, what its routing targets served within the objective over what each could have
+    (a cell that is down could serve nothing: its requests are judged by the budget); overall, what all
+    served over min(all offered, all capacity), so requests lost to a region that is down count."""
+    good: dict[str, float] = {}
+    basis: dict[str, float] = {}
+    for m in minutes:
+        for target, row in _targets(m).items():
+            region = region_of(target)
+            good[region] = good.get(region, 0.0) + row.good_rps
+            basis[region] = basis.get(region, 0.0) + min(row.offered_rps, row.capacity_rps)
+        good["overall"] = good.get("overall", 0.0) + sum(r.good_rps for r in m.regions.values())
+        basis["overall"] = basis.get("overall", 0.0) + min(
+            sum(r.offered_rps for r in m.regions.values()), sum(r.capacity_rps for r in m.regions.values())
+        )
+    return {name: min(good[name] / basis[name], 1.0) for name in good if basis[name] > 0}
+
+
+def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summary:
     violations: list[str] = []
     regions = list(minutes[0].regions) if minutes else []
     slo_minutes = dict.fromkeys(regions, 0)
     lost = 0.0
-    outside: dict[str, list[int]] = {r: [] for r in regions}
+    outside: dict[str, list[int]] = {}
     for m in minutes:
-        for region, row in m.regions.items():
-            lost += row.shed_rps * 60
-            if row.offered_rps > 0 and (row.ttft_p99_ms > slo_ms or row.error_share > slo_errors):
-                slo_minutes[region] += 1
-                if not _excused(scenario, region, m.minute):
-                    outside[region].append(m.minute)
-    for region, missed in outside.items():
-        if missed:
-            violations.append(
-                f"{region}: SLO missed in {len(missed)} minutes outside fault grace "
-                f"(first at minute {missed[0]})"
-            )
+        lost += sum(row.shed_rps for row in m.regions.values()) * 60
+        missed_regions: set[str] = set()
+        for target, row in _targets(m).items():
+            if row.offered_rps > 0 and (row.ttft_p99_ms > rules.slo_ms or row.error_share > rules.slo_errors):
+                missed_regions.add(region_of(target))
+                if not excused(scenario, target, m.minute):
+                    outside.setdefault(target, []).append(m.minute)
+        for region in missed_regions:
+            slo_minutes[region] += 1
+    for target, missed in outside.items():
+        violations.append(
+            f"{target}: SLO missed in {len(missed)} minutes outside its own faults' grace "
+            f"(first at minute {missed[0]})"
+        )
 
-    def drained(before, row) -> bool:
-        return row.weight <= floor < before.weight or (before.healthy and not row.healthy)
+    goodput = _goodput(minutes)
+    threshold = scenario.judge.goodput
+    for name, share in goodput.items():
+        if share < threshold:
+            violations.append(f"{name}: goodput {share:.2%} below {threshold:.2%}")
+    if lost > scenario.judge.lost_requests:
+        budget = scenario.judge.lost_requests
+        violations.append(f"{round(lost):,} requests lost, over the budget of {budget:,}")
+
+    fail_open = [m.minute for m in minutes if m.fail_open]
+    if fail_open:
+        violations.append(
+            f"Route 53 failed open (every record unhealthy) in {len(fail_open)} minutes "
+            f"(first at minute {fail_open[0]})"
+        )
+
+    def drained(before: RegionMinute, row: RegionMinute) -> bool:
+        return row.weight <= rules.floor < before.weight or (before.healthy and not row.healthy)
+
+    def serving_share(minute: Minute, region: str, row: RegionMinute) -> float:
+        """Of the targets of the region's cells that are up, the share serving (a cell that is down has
+        none: its own rules judge it)."""
+        cells = [r for name, r in minute.cells.items() if region_of(name) == region and not r.down]
+        if len(cells) > 1 or (cells and cells[0] is not row):
+            tasks, targets = sum(c.tasks for c in cells), sum(c.targets for c in cells)
+        else:
+            tasks, targets = row.tasks, row.targets
+        return tasks / targets if targets else 0.0
 
     for previous, current in itertools.pairwise(minutes):
         reported: set[str] = set()
         for region, row in current.regions.items():
             before = previous.regions[region]
-            step = gain_step if row.weight > before.weight else drop_step
-            if abs(row.weight - before.weight) > step:
+            if abs(row.weight - before.weight) > rules.max_step:
                 violations.append(
                     f"{region}: weight moved {before.weight} -> {row.weight} in minute {current.minute}, "
-                    f"more than its step {step}"
+                    f"more than the policy's step {rules.max_step}"
                 )
-            share = row.tasks / row.targets if row.targets else 0.0
-            if drained(before, row) and not row.down and share >= SERVING_SHARE_NOT_DRAINED:
+            share = serving_share(current, region, row)
+            if (
+                not current.fail_open
+                and drained(before, row)
+                and not row.down
+                and share >= SERVING_SHARE_NOT_DRAINED
+            ):
                 reported.add(region)
                 violations.append(
                     f"{region}: drained in minute {current.minute} while {share:.0%} of its targets served"
@@ -109,21 +198,26 @@ def judge(
             if before is None or name in current.regions or region_of(name) in reported:
                 continue
             share = row.tasks / row.targets if row.targets else 0.0
-            if drained(before, row) and not row.down and share >= SERVING_SHARE_NOT_DRAINED:
+            if (
+                not current.fail_open
+                and drained(before, row)
+                and not row.down
+                and share >= SERVING_SHARE_NOT_DRAINED
+            ):
                 violations.append(
                     f"{name}: drained in minute {current.minute} while {share:.0%} of its targets served"
                 )
 
-    def row_of(minute: Minute, name: str):
+    def row_of(minute: Minute, name: str) -> RegionMinute:
         """A routing target's row, or a region's (its cells added up)."""
         return minute.cells[name] if name in minute.cells else minute.regions[name]
 
-    initial = dict(initial_weights)
-    for name, weight in initial_weights.items():
+    initial = dict(rules.initial_weights)
+    for name, weight in rules.initial_weights.items():
         if region_of(name) != name:
             initial[region_of(name)] = initial.get(region_of(name), 0) + weight
     for fault in scenario.faults:
-        if isinstance(fault, RegionDown):
+        if isinstance(fault, RegionDown | FrontDoorDown):
             end = fault.until if fault.until is not None else len(minutes)
             deadline = fault.at + DRAIN_MINUTES
             late = [
@@ -134,7 +228,7 @@ def judge(
             if late:
                 violations.append(
                     f"{fault.region}: still in Route 53's answers {len(late)} minutes after the "
-                    f"{DRAIN_MINUTES}-minute deadline (minute {late[0]})"
+                    f"{DRAIN_MINUTES}-minute deadline (minute {late[0]}, {fault.kind})"
                 )
             if fault.until is not None and minutes:
                 last = row_of(minutes[-1], fault.region).weight
@@ -143,9 +237,9 @@ def judge(
 
     shortages = [f for f in scenario.faults if isinstance(f, CapacityShortage)]
     waits: dict[tuple[str, str], int] = {}
-    reported: set[tuple[str, str]] = set()
+    reported_waits: set[tuple[str, str]] = set()
     for m in minutes:
-        for region, row in (m.cells or m.regions).items():  # per cell: each cell's fleets wait on their own
+        for region, row in _targets(m).items():  # per cell: each cell's fleets wait on their own
             for instance_type, waiting in row.waiting.items():
                 key = (region, instance_type)
                 short = any(
@@ -155,10 +249,43 @@ def judge(
                     for f in shortages
                 )
                 waits[key] = waits.get(key, 0) + 1 if waiting and not short else 0
-                if waits[key] > HOST_WAIT_MINUTES and key not in reported:
-                    reported.add(key)
+                if waits[key] > HOST_WAIT_MINUTES and key not in reported_waits:
+                    reported_waits.add(key)
                     violations.append(
                         f"{region} {instance_type}: tasks waited for hosts over {HOST_WAIT_MINUTES} minutes "
                         f"(from minute {m.minute - waits[key] + 1})"
                     )
-    return Summary("fail" if violations else "pass", tuple(violations), slo_minutes, round(lost))
+    return Summary(
+        "fail" if violations else "pass",
+        tuple(violations),
+        slo_minutes,
+        round(lost),
+        goodput,
+        len(fail_open),
+    )
+
+
+def compare(scenario: Scenario, on: Summary, off: Summary) -> Summary:
+    """The day with the orchestrator on, judged also against the same day with it off: each measure the
+    scenario names must be strictly smaller with it on."""
+    figures = {
+        "slo_minutes": {"on": on.slo_minutes, "off": off.slo_minutes},
+        "requests_lost": {"on": on.requests_lost, "off": off.requests_lost},
+    }
+    violations = list(on.violations)
+    wanted = scenario.counterfactual.must_improve if scenario.counterfactual else []
+    for measure in wanted:
+        if not figures[measure]["on"] < figures[measure]["off"]:
+            violations.append(
+                f"the orchestrator did not make {measure} better: {figures[measure]['on']:,} with it, "
+                f"{figures[measure]['off']:,} without"
+            )
+    return Summary(
+        "fail" if violations else "pass",
+        tuple(violations),
+        on.slo_minutes_violated,
+        on.requests_lost,
+        on.goodput,
+        on.fail_open_minutes,
+        figures,
+    )

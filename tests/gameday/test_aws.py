@@ -123,3 +123,41 @@ def test_each_cell_reads_its_own_namespace(orchestrator):
         assert signals is not None
         assert signals.slow_first_token_share == pytest.approx(slow[cell])
         assert signals.healthy_hosts == hosts[cell]
+
+
+def test_records_carry_the_alias_evaluate_target_health_the_orchestrator_wrote(orchestrator):
+    orchestrator.run(NOW)
+    assert {flag for _, flag in orchestrator.records().values()} == {True}  # records.py writes True
+    route53 = orchestrator.client("route53", orchestrator.home)
+    name = orchestrator.config.domain_name
+    record = next(
+        r
+        for r in route53.list_resource_record_sets(HostedZoneId=orchestrator.config.hosted_zone_id)[
+            "ResourceRecordSets"
+        ]
+        if r.get("SetIdentifier") == "us-west-2"
+    )
+    record["AliasTarget"]["EvaluateTargetHealth"] = False
+    route53.change_resource_record_sets(
+        HostedZoneId=orchestrator.config.hosted_zone_id,
+        ChangeBatch={"Changes": [{"Action": "UPSERT", "ResourceRecordSet": record}]},
+    )
+    assert orchestrator.records()["us-west-2"] == (30, False)
+    assert name.rstrip(".") in record["Name"]
+
+
+def test_the_twins_metrics_reach_the_handler_through_moto(orchestrator):
+    from gameday.metrics import datapoints
+
+    minute = NOW - timedelta(minutes=2)
+    raw = {
+        "requests": 6000.0,
+        "served_requests": 6000.0,
+        "reporting_hosts": 10.0,
+        "in_flight": 50.0,
+        "slots": 960.0,
+    }
+    for target in ("us-west-2", "us-east-2"):
+        orchestrator.publish(target, orchestrator.namespace(target), datapoints(raw, minute, "assistant"))
+    answer = orchestrator.run(NOW)
+    assert "no region reported metrics" not in answer["reason"]

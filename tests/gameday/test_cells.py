@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from gameday.loop import Minute, RegionMinute, region_row
 from gameday.scenario import Scenario
-from gameday.verdict import judge
+from gameday.verdict import Rules, judge
 
 SCENARIO = Scenario(
     config="config/prime-day.yaml",
@@ -50,7 +50,8 @@ def minutes(stopped: tuple[int, int], weights: tuple[int, int] = (25, 25)) -> li
 
 
 def verdict(run: list[Minute]):
-    return judge(SCENARIO, run, 1000, 0.01, 10, 20, 5, {"us-east-1/1": 25, "us-east-1/2": 25})
+    rules = Rules(1000, 0.01, 20, 5, {"us-east-1/1": 25, "us-east-1/2": 25})
+    return judge(SCENARIO, run, rules)
 
 
 def test_each_cells_fleets_may_step_one_task_a_minute():

@@ -109,3 +109,30 @@ def test_scale_in_is_gradual_and_waits_for_its_cooldown():
     scale_ins = [event for event in events if "scale in" in event]
     # The 15th datapoint below: one step of 10%; the next only after the 30-minute cooldown.
     assert scale_ins == ["inf2.48xlarge: scale in 30 -> 27", "inf2.48xlarge: scale in 27 -> 25"]
+
+
+def test_a_grace_shorter_than_the_cold_start_keeps_restarting_new_tasks():
+    """ECS replaces a task still unhealthy when its health-check grace ends: with 5 minutes of grace and a
+    12-minute cold start no new task ever serves; with the template's 40 minutes they do."""
+    from dataclasses import replace
+
+    for grace, serves in ((300, False), (2400, True)):
+        state = FleetState.steady(replace(fleet(), grace_seconds=grace), START, 10)
+        run(state, 72 * 1.5, 3)
+        events = run(state, 72, BOOT_MINUTES + COLD_START_MINUTES + 10, first=3)
+        assert (state.serving == 15) is serves, grace
+        assert any("stopped by the health check in their cold start" in e for e in events) is not serves
+
+
+def test_a_recurring_scheduled_action_fires_at_each_match():
+    from gameday.cron import parse
+
+    weekdays = (Bounds(START, 12, 30, "weekday-morning", parse("cron(0 9 ? * MON-FRI *)")),)
+    state = FleetState.steady(fleet(schedule=weekdays), START, 4)  # 2027-07-08 is a Thursday
+    assert state.service_min == 2  # not fired yet that day (it starts at midnight UTC)
+    events = run(state, 60, 9 * 60 + 1)
+    assert state.service_min == 12 and state.desired >= 12
+    assert sum("weekday-morning" in e for e in events) == 1
+    # Started on Saturday the 10th, it fired last on Friday: in force from the start.
+    saturday = START + timedelta(days=2)
+    assert fleet(schedule=weekdays).bounds_at(saturday)[2] == 12

@@ -33,3 +33,12 @@ def test_clients_follow_within_the_ttl_but_stale_resolvers_lag():
     after = [clients.follow(answers) for _ in range(5)][-1]
     assert after["us-east-1"] < 0.05  # most clients moved within minutes
     assert after["us-east-1"] > 0.02  # the stale share still arrives
+
+
+def test_a_change_is_in_half_the_minutes_answers_then_in_all():
+    from gameday.dns import propagated
+
+    before = {"us-east-1": 0.5, "us-west-2": 0.5}
+    after = {"us-east-1": 0.0, "us-west-2": 1.0}
+    assert propagated(before, after) == {"us-east-1": 0.25, "us-west-2": 0.75}
+    assert propagated(after, after) == after

@@ -61,3 +61,16 @@ def test_a_minute_with_no_host_reporting_puts_no_gauges():
     data = datapoints({"requests": 500.0, "error_share": 1.0}, MINUTE, "assistant")
     assert [d["MetricName"] for d in data] == ["RequestFailed"]
     assert json.dumps(data, default=str)
+
+
+def test_gauges_carry_one_sample_per_interval_of_the_deployed_config():
+    raw = {
+        "requests": 600.0,
+        "served_requests": 600.0,
+        "reporting_hosts": 10.0,
+        "in_flight": 50.0,
+        "slots": 960.0,
+    }
+    by_name = {d["MetricName"]: d for d in datapoints(raw, MINUTE, "assistant", gauge_samples=4)}
+    assert by_name["RequestsInFlight"]["StatisticValues"]["SampleCount"] == 40
+    assert by_name["ServingSlots"]["StatisticValues"]["Sum"] == 960.0 * 4

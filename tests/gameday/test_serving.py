@@ -39,3 +39,16 @@ def test_latency_rises_towards_the_throughput_bound(fleet):
     _, _, curve = fleet
     assert curve.at(0.5)[0] < 1000 < curve.at(1.0)[0]
     assert curve.at(0.98)[1] > curve.at(0.5)[1]
+
+
+def test_a_prompt_costs_its_prefill_bucket_on_an_engine_compiled_with_buckets():
+    from gameday.serving import per_host_rps
+    from planner.demand import Demand
+    from planner.profiles import load_profiles
+    from planner.simulate import HostGroup, LogNormal
+
+    profile = load_profiles()[("inf2.48xlarge", 8)]
+    demand = Demand(LogNormal.fit(900, 3000), LogNormal.fit(250, 900), 900, 250, 8191, 1024)
+    plain = HostGroup("inf2.48xlarge", profile.engine(32), 1, 0)
+    bucketed = HostGroup("inf2.48xlarge", profile.engine(32, prefill_buckets=(1024, 2048, 4096, 8192)), 1, 0)
+    assert per_host_rps(bucketed, demand) < per_host_rps(plain, demand)

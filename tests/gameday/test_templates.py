@@ -186,3 +186,43 @@ def test_an_alarm_reading_another_namespace_than_its_cells_hosts_sees_no_data(as
     assert error_key(read_deployment(assembly)) == "error_share"
     changed = read_deployment(edited(assembly, tmp_path, region_namespace, stack="us-east-1-cell2"))
     assert error_key(changed) is None
+
+
+def test_a_tracked_metric_the_twin_does_not_produce_is_refused_by_name(assembly, tmp_path):
+    from gameday.templates import TemplateError
+
+    def track_cpu(props):
+        spec = props["TargetTrackingScalingPolicyConfiguration"]["CustomizedMetricSpecification"]
+        spec["MetricName"] = "CPUUtilization"
+
+    copy = edited(
+        assembly, tmp_path, lambda r: set_all(r, "AWS::ApplicationAutoScaling::ScalingPolicy", track_cpu)
+    )
+    with pytest.raises(TemplateError, match="target tracking on CPUUtilization"):
+        read_deployment(copy)
+
+
+def test_recurring_scheduled_actions_are_read_from_the_template(assembly, tmp_path):
+    def weekday_mornings(props):
+        props.setdefault("ScheduledActions", []).append(
+            {
+                "ScheduledActionName": "weekday-mornings",
+                "Schedule": "cron(0 9 ? * MON-FRI *)",
+                "Timezone": "America/Los_Angeles",
+                "ScalableTargetAction": {"MinCapacity": 7},
+            }
+        )
+
+    copy = edited(
+        assembly,
+        tmp_path,
+        lambda r: set_all(r, "AWS::ApplicationAutoScaling::ScalableTarget", weekday_mornings),
+    )
+    fleet = read_deployment(copy).cells[REGION].fleets[0]
+    action = next(a for a in fleet.service_schedule if a.name == "weekday-mornings")
+    nine_pdt = datetime.fromisoformat("2027-07-01T09:00:00-07:00")  # a Thursday, before the event
+    assert action.fires(nine_pdt - timedelta(minutes=1), nine_pdt)
+    assert fleet.bounds_at(nine_pdt)[2] == 7
+    assert not action.fires(nine_pdt, nine_pdt + timedelta(minutes=1))  # once a day, at 9:00
+    saturday_nine = nine_pdt + timedelta(days=2)
+    assert not action.fires(saturday_nine - timedelta(minutes=1), saturday_nine)

@@ -1,0 +1,31 @@
+"""The twin's serving model where parts meet: the load balancer's share for failing targets, the front
+door, endpoint health checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from gameday import alarms
+from gameday.loop import FAIL_FAST_SECONDS, failing_share
+from gameday.templates import HealthCheck
+
+
+def test_least_outstanding_requests_feeds_fast_failing_targets_more_than_their_share():
+    # 10% of the targets dead, live ones holding a request 8 s: the dead take nearly everything.
+    share = failing_share(live=90, dead=10, hold_seconds=8.0)
+    assert share > 0.9
+    assert share == pytest.approx((10 / FAIL_FAST_SECONDS) / (10 / FAIL_FAST_SECONDS + 90 / 8.0))
+    assert failing_share(live=90, dead=0, hold_seconds=8.0) == 0.0
+    # Were the dead as slow as the live, they would take their even share.
+    assert failing_share(live=90, dead=10, hold_seconds=FAIL_FAST_SECONDS) == pytest.approx(0.1)
+
+
+def test_an_endpoint_check_sees_a_front_door_nobody_reaches_and_a_metric_check_does_not():
+    checks = {
+        "Alarm": HealthCheck("Alarm", "CLOUDWATCH_METRIC", alarm="errors", insufficient_data="Healthy"),
+        "Door": HealthCheck("Door", "HTTPS"),
+        "Region": HealthCheck("Region", "CALCULATED", children=("Alarm", "Door"), threshold=2),
+    }
+    status = alarms.health(checks, {"errors": alarms.INSUFFICIENT}, {}, reachable=False)
+    assert status == {"Alarm": True, "Door": False, "Region": False}
+    assert alarms.health(checks, {"errors": alarms.OK}, {}, reachable=True)["Region"]

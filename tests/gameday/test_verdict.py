@@ -1,0 +1,182 @@
+"""The verdict's rules on small hand-made days: what each rule passes and what it fails."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from gameday.loop import Minute, RegionMinute, region_row
+from gameday.scenario import Counterfactual, Judge, Scenario
+from gameday.verdict import Rules, Summary, compare, excused, judge
+
+WEIGHTS = {"us-east-1/1": 25, "us-east-1/2": 25, "us-west-2": 30, "us-east-2": 20}
+# Policy defaults (floor 5, gain 10, drain after 2 of 3 runs): drop step ceil(250 / 2) = 125.
+RULES = Rules(slo_ms=1000, slo_errors=0.01, max_step=125, floor=5, initial_weights=WEIGHTS)
+
+
+def scenario(faults=(), **judge_figures) -> Scenario:
+    return Scenario(
+        config="config/prime-day.yaml",
+        start=datetime(2027, 7, 8, 19, tzinfo=UTC),
+        minutes=60,
+        traffic={"us-east-1": [(0, 1000.0)]},
+        faults=list(faults),
+        judge=Judge(**{"lost_requests": 10**9, "goodput": 0.0, **judge_figures}),
+    )
+
+
+def row(**figures) -> RegionMinute:
+    base = dict(
+        offered_rps=100.0,
+        served_rps=100.0,
+        good_rps=100.0,
+        capacity_rps=200.0,
+        weight=25,
+        hosts=10,
+        tasks=10,
+        targets=10,
+        fleets=2,
+        ttft_p99_ms=500.0,
+        answer_share=0.25,
+    )
+    base.update(figures)
+    return RegionMinute(**base)
+
+
+def day(count: int = 30, changes: dict[tuple[int, str], dict] | None = None, fail_open=()) -> list[Minute]:
+    """`count` quiet minutes; `changes[(minute, target)]` overrides that target's figures."""
+    changes = changes or {}
+    minutes = []
+    for minute in range(count):
+        cells = {
+            name: row(**{"weight": weight, **changes.get((minute, name), {})})
+            for name, weight in WEIGHTS.items()
+        }
+        regions = {
+            "us-east-1": region_row([cells["us-east-1/1"], cells["us-east-1/2"]]),
+            "us-west-2": cells["us-west-2"],
+            "us-east-2": cells["us-east-2"],
+        }
+        minutes.append(Minute(minute, regions, [], cells, minute in fail_open))
+    return minutes
+
+
+SLOW = {"ttft_p99_ms": 2500.0}
+
+
+def test_a_quiet_day_passes():
+    assert judge(scenario(), day(), RULES).verdict == "pass"
+
+
+def test_a_regions_fault_excuses_that_region_only_and_only_from_its_own_start():
+    deaths = {"kind": "engine_deaths", "region": "us-west-2", "share": 0.2, "at": 10}
+    run = day(changes={(12, "us-west-2"): SLOW, (12, "us-east-2"): SLOW, (5, "us-west-2"): SLOW})
+    summary = judge(scenario([deaths]), run, RULES)
+    assert summary.violations == (
+        "us-west-2: SLO missed in 1 minutes outside its own faults' grace (first at minute 5)",
+        "us-east-2: SLO missed in 1 minutes outside its own faults' grace (first at minute 12)",
+    )
+    assert summary.slo_minutes_violated == {"us-east-1": 0, "us-west-2": 2, "us-east-2": 1}
+
+
+def test_a_fault_without_a_region_excuses_nothing():
+    errors = {"kind": "api_errors", "service": "route53", "at": 10, "until": 20}
+    summary = judge(scenario([errors]), day(changes={(12, "us-west-2"): SLOW}), RULES)
+    assert summary.verdict == "fail"
+    assert not excused(scenario([errors]), "us-west-2", 12)
+
+
+def test_a_cell_down_is_excused_but_its_sibling_is_judged():
+    down = {"kind": "region_down", "region": "us-east-1/2", "at": 5, "until": 8}
+    gone = {"served_rps": 0.0, "good_rps": 0.0, "shed_rps": 100.0, "error_share": 1.0, "down": True}
+    changes = {(m, "us-east-1/2"): gone for m in range(5, 8)}
+    changes[(6, "us-east-1/1")] = SLOW
+    summary = judge(scenario([down]), day(changes=changes), RULES)
+    assert summary.violations == (
+        "us-east-1/1: SLO missed in 1 minutes outside its own faults' grace (first at minute 6)",
+    )
+    # Its region's fault excuses each of its cells.
+    region_down = {"kind": "region_down", "region": "us-east-1", "at": 5, "until": 8}
+    assert excused(scenario([region_down]), "us-east-1/1", 6)
+
+
+def test_goodput_is_judged_per_region_and_overall_against_the_scenarios_threshold():
+    half_good = {(m, "us-east-2"): {"good_rps": 50.0} for m in range(30)}
+    summary = judge(scenario(goodput=0.9), day(changes=half_good), RULES)
+    assert summary.goodput["us-east-2"] == pytest.approx(0.5)
+    assert summary.goodput["overall"] == pytest.approx(350 / 400)
+    assert summary.violations == (
+        "us-east-2: goodput 50.00% below 90.00%",
+        "overall: goodput 87.50% below 90.00%",
+    )
+    # Beyond the fleets' capacity, what they could have served is the basis, not what was offered.
+    overloaded = {(m, "us-east-2"): {"offered_rps": 400.0, "good_rps": 200.0} for m in range(30)}
+    assert judge(scenario(goodput=0.99), day(changes=overloaded), RULES).goodput["us-east-2"] == 1.0
+
+
+def test_lost_requests_are_held_to_the_scenarios_budget():
+    losing = {(3, "us-west-2"): {"shed_rps": 10.0}}
+    assert judge(scenario(lost_requests=600), day(changes=losing), RULES).verdict == "pass"
+    summary = judge(scenario(lost_requests=599), day(changes=losing), RULES)
+    assert summary.violations == ("600 requests lost, over the budget of 599",)
+
+
+def test_route_53_failing_open_is_its_own_violation_and_never_a_drain():
+    unhealthy = {(m, name): {"healthy": False} for m in range(10, 13) for name in WEIGHTS}
+    summary = judge(scenario(), day(changes=unhealthy, fail_open={10, 11, 12}), RULES)
+    assert summary.violations == (
+        "Route 53 failed open (every record unhealthy) in 3 minutes (first at minute 10)",
+    )
+    assert summary.fail_open_minutes == 3
+    # The same checks failing for one region while others stay healthy is a drain while it serves.
+    one = {(10, "us-west-2"): {"healthy": False}}
+    assert "us-west-2: drained in minute 10" in judge(scenario(), day(changes=one), RULES).violations[0]
+
+
+def test_weight_steps_follow_the_policys_documented_limit():
+    handover = {(m, "us-west-2"): {"weight": 88} for m in range(10, 30)}  # freed weight: 30 -> 88
+    assert judge(scenario(), day(changes=handover), RULES).verdict == "pass"
+    jump = {(m, "us-west-2"): {"weight": 200} for m in range(10, 30)}
+    assert judge(scenario(), day(changes=jump), RULES).violations == (
+        "us-west-2: weight moved 30 -> 200 in minute 10, more than the policy's step 125",
+    )
+
+
+def test_a_front_door_down_must_leave_the_answers_within_5_minutes():
+    door = {"kind": "front_door_down", "region": "us-west-2", "at": 5, "until": 20}
+    lost = {"served_rps": 0.0, "good_rps": 0.0, "shed_rps": 100.0, "error_share": 1.0, "capacity_rps": 0.0}
+    changes = {(m, "us-west-2"): lost for m in range(5, 20)}
+    summary = judge(scenario([door]), day(changes=changes), RULES)
+    assert summary.violations == (
+        "us-west-2: still in Route 53's answers 10 minutes after the 5-minute deadline "
+        "(minute 10, front_door_down)",
+    )
+
+
+def test_the_counterfactual_needs_the_orchestrator_to_make_each_measure_strictly_better():
+    with_it = Summary("pass", (), {"us-west-2": 3}, 1000)
+    without = Summary("pass", (), {"us-west-2": 9}, 1000)
+    wanted = scenario().model_copy(update={"counterfactual": Counterfactual()})
+    result = compare(wanted, with_it, without)
+    assert result.verdict == "fail"
+    assert result.violations == (
+        "the orchestrator did not make requests_lost better: 1,000 with it, 1,000 without",
+    )
+    assert result.counterfactual == {
+        "slo_minutes": {"on": 3, "off": 9},
+        "requests_lost": {"on": 1000, "off": 1000},
+    }
+    only_slo = scenario().model_copy(update={"counterfactual": Counterfactual(must_improve=["slo_minutes"])})
+    assert compare(only_slo, with_it, without).verdict == "pass"
+
+
+def test_a_region_drained_while_its_live_cell_serves_counts_only_the_live_cells_targets():
+    down = {"kind": "region_down", "region": "us-east-1/2", "at": 5, "until": 20}
+    gone = {"served_rps": 0.0, "good_rps": 0.0, "capacity_rps": 0.0, "down": True, "targets": 0}
+    changes = {(m, "us-east-1/2"): {**gone, "weight": 2} for m in range(5, 20)}
+    changes.update({(m, "us-east-1/1"): {"weight": 3} for m in range(10, 30)})  # the region: 50 -> 5
+    summary = judge(scenario([down]), day(changes=changes), RULES)
+    assert "us-east-1: drained in minute 10 while 100% of its targets served" in summary.violations
+    # Its goodput is what the live cell served over what it could: the down cell's requests are the budget's.
+    assert summary.goodput["us-east-1"] == 1.0
