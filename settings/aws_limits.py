@@ -31,9 +31,10 @@ INSTANCE_WARMUP_MAX = 10000
 
 
 # ---- account quotas a first deploy meets (Service Quotas codes; defaults per region unless said) -------
-# Each cell is its own VPC (README, "Cells"): one VPC, one internet gateway (the ALB's public subnets) and one
-# NAT gateway, with its Elastic IP, per zone that holds a NAT gateway. Amazon VPC quotas ("Amazon VPC quotas"
-# in the VPC user guide; codes as the Service Quotas console lists them under services `vpc` and `ec2`).
+# Each cell is its own VPC (docs/peak-events.md, "Cells"): one VPC, one internet gateway (the ALB's public
+# subnets) and one NAT gateway, with its Elastic IP, per zone that holds a NAT gateway. Amazon VPC quotas
+# ("Amazon VPC quotas" in the VPC user guide; codes as the Service Quotas console lists them under services
+# `vpc` and `ec2`).
 @dataclass(frozen=True)
 class AccountQuota:
     """One adjustable account quota: where Service Quotas keeps it and the value a new account starts with."""

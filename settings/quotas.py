@@ -1,11 +1,10 @@
 """What a config takes from the account's quotas, from config alone: one model that `make validate` judges
 against AWS's defaults and the preflight against the account's own values.
 
-Each cell is a stack with its own VPC (README, "Cells"): a VPC, an internet gateway for the load balancer's
-public subnets, and `nat_gateways` NAT gateways, each holding an Elastic IP, one per zone from the first zone
-on (CDK places them in the first public subnets). So a region's cells take `cells` VPCs and internet gateways,
-`cells x nat_gateways` Elastic IPs, and `cells` NAT gateways in its first zone.
-"""
+Each cell is a stack with its own VPC (docs/peak-events.md, "Cells"): a VPC, an internet gateway for the load
+balancer's public subnets, and `nat_gateways` NAT gateways, each holding an Elastic IP, one per zone from the
+first zone on (CDK places them in the first public subnets). So a region's cells take `cells` VPCs and
+internet gateways, `cells x nat_gateways` Elastic IPs, and `cells` NAT gateways in its first zone."""
 
 from __future__ import annotations
 
