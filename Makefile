@@ -64,8 +64,10 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# STRICT=1: the validator's --strict (make itself takes no such option), as `make deploy` runs it: warnings are
+# fatal and a config that pages no one is refused.
 validate: venv
-	$(VENV)/bin/python -m settings $(CONFIG)
+	$(VENV)/bin/python -m settings $(CONFIG) $(if $(STRICT),--strict)
 
 # aws-cdk-lib's built-in CloudFormation validation is skipped here: it checks the templates against the same
 # resource schemas as cfn-lint, which `make lint` and the tests run on every template, and it is most of

@@ -114,3 +114,21 @@ def test_make_gameday_exits_0_on_pass_1_on_fail_and_2_on_a_bad_scenario(tmp_path
     assert "no-minutes.yaml:3: minutes" in bad.stderr
     usage = subprocess.run(["make", "gameday"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert usage.returncode == 2 and "usage: make gameday SCENARIO=" in usage.stderr
+
+
+def test_validate_strict_is_a_make_variable_that_reaches_the_validator():
+    """`make validate STRICT=1` is how the validator's --strict is reached through make (make itself would
+    reject --strict as an option of its own)."""
+
+    def validate(*variables: str) -> str:
+        done = subprocess.run(
+            ["make", "-n", "-W", "venv", "validate", *variables],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout.strip().splitlines()[-1]
+
+    assert validate("STRICT=1").endswith("-m settings config/default.yaml --strict")
+    assert validate().endswith("-m settings config/default.yaml")
