@@ -1,5 +1,5 @@
-"""The compile task (`make compile`: the serving image's `python3 -m entrypoint.compile`) run under the compile
-task role's policy from the synthesized template, with moto enforcing it: it reads the weights, writes
+"""The compile task (`make compile`: the serving image's `python3 -m entrypoint.compile`) run under the
+compile task role's policy from the synthesized template, with moto enforcing it: it reads the weights, writes
 `compiled/<key>/` with `artifact-manifest.json` last; it cannot write the weights; and the policy without its
 write statement fails the compile with a one-line error, not a traceback.
 
