@@ -298,6 +298,12 @@ def schedule_problems(assembly: Path, wave: Wave, now: datetime) -> list[str]:
     return [f.advice for f in findings if f.status is Status.SHORTFALL]
 
 
+def read_alarms(cloudwatch: Any, names: Sequence[str]) -> dict[str, Any]:
+    """The watched alarms as DescribeAlarms answers them. Without AlarmTypes it answers metric alarms only,
+    and region-degraded is composite."""
+    return cloudwatch.describe_alarms(AlarmNames=list(names), AlarmTypes=["CompositeAlarm", "MetricAlarm"])
+
+
 def region_services(session: Any, project: str, target: str) -> list[dict[str, Any]]:
     """The services of the project's clusters in a region, or of one cell's cluster (`us-east-1/2`: the
     cell stacks tag their resources `cell`)."""
@@ -548,11 +554,7 @@ def main(
             return status
 
     def alarms(region: str, names: Sequence[str]) -> dict[str, Any]:
-        cloudwatch = session.client("cloudwatch", region_name=region)
-        # Without AlarmTypes DescribeAlarms answers metric alarms only, and region-degraded is composite.
-        return cloudwatch.describe_alarms(
-            AlarmNames=list(names), AlarmTypes=["CompositeAlarm", "MetricAlarm"]
-        )
+        return read_alarms(session.client("cloudwatch", region_name=region), names)
 
     def cloudformation(wave: Wave) -> Any:
         return session.client("cloudformation", region_name=wave.region or wave.home)
