@@ -208,6 +208,10 @@ def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] |
     from botocore.exceptions import BotoCoreError, ClientError
 
     session = (session_factory or boto3.Session)()
+    if args.dry_run:
+        from ops.day_zero import checklist
+
+        print(checklist(args.config, "compile"))
     if not has_credentials(session):
         print(describe(artifacts, None))
         if args.dry_run:

@@ -514,6 +514,9 @@ def main(
     bake_minutes = settings.deploy.bake_minutes if args.bake_minutes is None else args.bake_minutes
     waves = [] if args.all_at_once else plan_waves(settings, _stack_names(settings))
     if args.dry_run:
+        from ops.day_zero import checklist
+
+        print(checklist(args.config, "deploy"))
         print(describe_day_zero(args.config, args.approve, not args.skip_preflight))
         print(describe_plan(waves, bake_minutes))
         return 0
