@@ -7,8 +7,9 @@ the kit's toolchain pin that the image is checked against (container/entrypoint/
 complete when `compiled/<key>/artifact-manifest.json` exists under the region's artifacts prefix (a compile
 writes it last). For each key without one, the compile runs on the fleet's own instance type: an ECS task of
 the fleet's task definition on the region's cluster (the first cell's), placed by the fleet's capacity
-provider, its command switched to the compile mode (`python3 -m entrypoint.compile`), which compiles,
-uploads `compiled/<key>/` and writes the manifest last. DRY_RUN=1 lists the keys and what exists.
+provider, its command switched to the compile mode (`python3 -m entrypoint.compile`) and its role to the
+stack's compile task role (the only role that may write `compiled/`), which compiles, uploads
+`compiled/<key>/` and writes the manifest last. DRY_RUN=1 lists the keys and what exists.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ CONTAINER = REPO / "container"
 MODEL_JSON = CONTAINER / "model_repository" / "assistant" / "1" / "model.json"
 MANIFEST_NAME = "artifact-manifest.json"  # container/entrypoint/artifact_key.py MANIFEST_NAME
 COMPILE_COMMAND = ["python3", "-m", "entrypoint.compile"]
+# cdk_constructs/model_store.py: construct "ModelStore", role "CompileTaskRole".
+COMPILE_ROLE_LOGICAL_PREFIX = "ModelStoreCompileTaskRole"
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,8 @@ _LOGICAL_PREFIX = re.compile(r"[^A-Za-z0-9]")
 
 def fleet_resources(cloudformation: Any, stack: str, instance_type: str) -> dict[str, str]:
     """The cluster, task definition and capacity provider of a fleet, read from its cell's stack (their
-    logical ids start with the fleet's construct id, `Fleet-<type>` without its punctuation)."""
+    logical ids start with the fleet's construct id, `Fleet-<type>` without its punctuation), and the
+    stack's compile task role (`CompileTaskRole`: a role's physical id is its name)."""
     from botocore.exceptions import ClientError
 
     prefix = "Fleet" + _LOGICAL_PREFIX.sub("", instance_type)
@@ -138,6 +142,8 @@ def fleet_resources(cloudformation: Any, stack: str, instance_type: str) -> dict
             kind, logical = resource["ResourceType"], resource["LogicalResourceId"]
             if kind == "AWS::ECS::Cluster":
                 found["cluster"] = resource["PhysicalResourceId"]
+            elif kind == "AWS::IAM::Role" and logical.startswith(COMPILE_ROLE_LOGICAL_PREFIX):
+                found["CompileRole"] = resource["PhysicalResourceId"]
             elif logical.startswith(prefix) and kind in (
                 "AWS::ECS::TaskDefinition",
                 "AWS::ECS::CapacityProvider",
@@ -147,16 +153,24 @@ def fleet_resources(cloudformation: Any, stack: str, instance_type: str) -> dict
 
 
 def start_compile(ecs: Any, resources: dict[str, str], artifact: FleetArtifact) -> str:
-    """One compile task of the fleet's task definition, on a host of the fleet's type; its ARN."""
+    """One compile task of the fleet's task definition, on a host of the fleet's type, holding the compile
+    task role (RunTask's overrides.taskRoleArn; the caller needs iam:PassRole on it); its ARN."""
     from cdk_constructs.fleet.task_definition import CONTAINER_NAME
 
+    # The task definition's ARN holds the partition and account the role's ARN needs:
+    # arn:<partition>:ecs:<region>:<account>:task-definition/<family>:<revision>.
+    arn_parts = resources["TaskDefinition"].split(":")
+    role_arn = f"arn:{arn_parts[1]}:iam::{arn_parts[4]}:role/{resources['CompileRole']}"
     response = ecs.run_task(
         cluster=resources["cluster"],
         taskDefinition=resources["TaskDefinition"],
         capacityProviderStrategy=[{"capacityProvider": resources["CapacityProvider"], "weight": 1}],
         count=1,
         startedBy="make-compile",
-        overrides={"containerOverrides": [{"name": CONTAINER_NAME, "command": COMPILE_COMMAND}]},
+        overrides={
+            "taskRoleArn": role_arn,
+            "containerOverrides": [{"name": CONTAINER_NAME, "command": COMPILE_COMMAND}],
+        },
         tags=[{"key": "compiled-artifact-key", "value": artifact.key}],
     )
     failures = response.get("failures", [])
@@ -194,6 +208,10 @@ def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] |
     from botocore.exceptions import BotoCoreError, ClientError
 
     session = (session_factory or boto3.Session)()
+    if args.dry_run:
+        from ops.day_zero import checklist
+
+        print(checklist(args.config, "compile"))
     if not has_credentials(session):
         print(describe(artifacts, None))
         if args.dry_run:
@@ -241,7 +259,7 @@ def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] |
     return 0
 
 
-NEEDED = {"cluster", "TaskDefinition", "CapacityProvider"}
+NEEDED = {"cluster", "TaskDefinition", "CapacityProvider", "CompileRole"}
 
 
 def bootstrap(cdk: Sequence[str], config: str, assembly: Path, stack: str) -> None:

@@ -298,6 +298,12 @@ def schedule_problems(assembly: Path, wave: Wave, now: datetime) -> list[str]:
     return [f.advice for f in findings if f.status is Status.SHORTFALL]
 
 
+def read_alarms(cloudwatch: Any, names: Sequence[str]) -> dict[str, Any]:
+    """The watched alarms as DescribeAlarms answers them. Without AlarmTypes it answers metric alarms only,
+    and region-degraded is composite."""
+    return cloudwatch.describe_alarms(AlarmNames=list(names), AlarmTypes=["CompositeAlarm", "MetricAlarm"])
+
+
 def region_services(session: Any, project: str, target: str) -> list[dict[str, Any]]:
     """The services of the project's clusters in a region, or of one cell's cluster (`us-east-1/2`: the
     cell stacks tag their resources `cell`)."""
@@ -508,6 +514,9 @@ def main(
     bake_minutes = settings.deploy.bake_minutes if args.bake_minutes is None else args.bake_minutes
     waves = [] if args.all_at_once else plan_waves(settings, _stack_names(settings))
     if args.dry_run:
+        from ops.day_zero import checklist
+
+        print(checklist(args.config, "deploy"))
         print(describe_day_zero(args.config, args.approve, not args.skip_preflight))
         print(describe_plan(waves, bake_minutes))
         return 0
@@ -548,11 +557,7 @@ def main(
             return status
 
     def alarms(region: str, names: Sequence[str]) -> dict[str, Any]:
-        cloudwatch = session.client("cloudwatch", region_name=region)
-        # Without AlarmTypes DescribeAlarms answers metric alarms only, and region-degraded is composite.
-        return cloudwatch.describe_alarms(
-            AlarmNames=list(names), AlarmTypes=["CompositeAlarm", "MetricAlarm"]
-        )
+        return read_alarms(session.client("cloudwatch", region_name=region), names)
 
     def cloudformation(wave: Wave) -> Any:
         return session.client("cloudformation", region_name=wave.region or wave.home)

@@ -47,7 +47,9 @@ class NeuronFleet(Construct):
             )
         self.hosts = FleetHosts(self, "Hosts", props=props, cluster=cluster)
         self.task = ServingTaskDefinition(self, "Task", props=props, task_role=task_role, log_group=log_group)
-        self.neuron = NeuronHealth(self, "Neuron", props=props, log_group=log_group)
+        self.neuron = NeuronHealth(
+            self, "Neuron", props=props, log_group=log_group, task_definition=self.task.task_definition
+        )
         self.serving = ServingService(
             self,
             "Serving",
@@ -56,7 +58,8 @@ class NeuronFleet(Construct):
             task_definition=self.task.task_definition,
             capacity_provider=self.hosts.capacity_provider,
             targets=targets,
-            deployment_alarms=self.neuron.alarms,
+            # The new revision's hosts alone, not the fleet's (neuron_health.py).
+            deployment_alarms=[self.neuron.deployment_alarm],
         )
         self.scaling = ServiceScaling(self, "Scaling", props=props, service=self.serving.service)
 

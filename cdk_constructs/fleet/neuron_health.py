@@ -4,8 +4,9 @@ alarm. ECS Container Insights has no Neuron metrics, so both come from the host 
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Fn
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -35,6 +36,15 @@ DEVICE_MEMORY_USED = "NeuronDeviceMemoryUsed"
 EXECUTION_ERRORS = "NeuronExecutionErrors"
 HARDWARE_ERRORS = "NeuronHardwareErrors"
 ECC_CORRECTED = "NeuronEccCorrected"
+# container/monitoring/neuron_metrics.py REVISION_DIMENSION.
+REVISION_DIMENSION = "TaskDefinitionRevision"
+# The revision's place in a task definition ARN split at ':'.
+ARN_REVISION_INDEX = 6
+
+
+def task_definition_revision(task_definition: ecs.TaskDefinition) -> str:
+    """The revision number of the task definition this stack registers, as a CloudFormation expression."""
+    return Fn.select(ARN_REVISION_INDEX, Fn.split(":", task_definition.task_definition_arn))
 
 
 def neuron_metric(props: FleetProps, name: str, statistic: str) -> cloudwatch.Metric:
@@ -48,7 +58,15 @@ def neuron_metric(props: FleetProps, name: str, statistic: str) -> cloudwatch.Me
 
 
 class NeuronHealth(Construct):
-    def __init__(self, scope: Construct, id: str, *, props: FleetProps, log_group: logs.ILogGroup) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        props: FleetProps,
+        log_group: logs.ILogGroup,
+        task_definition: ecs.TaskDefinition,
+    ) -> None:
         super().__init__(scope, id)
         instance_type = props.instance.name
         # The fleet's log group holds only this instance type's tasks, so the count is per fleet.
@@ -88,6 +106,25 @@ class NeuronHealth(Construct):
             minutes=3,
             description=f"{instance_type}: uncorrected ECC or hardware execution errors on a Neuron device "
             "in 3 of the last 5 minutes: a failing device, replace its host",
+        )
+
+        self.new_revision_hardware_errors = cloudwatch.Metric(
+            namespace=props.metrics_namespace,
+            metric_name=HARDWARE_ERRORS,
+            dimensions_map={
+                "InstanceType": instance_type,
+                REVISION_DIMENSION: task_definition_revision(task_definition),
+            },
+            statistic="Sum",
+            period=Duration.minutes(1),
+        )
+        self.deployment_alarm = self._any_in_minutes(
+            "NewRevisionHardwareErrorAlarm",
+            self.new_revision_hardware_errors,
+            minutes=3,
+            description=f"{instance_type}: hardware errors on a Neuron device of a host running the "
+            "service's current task definition revision, in 3 of the last 5 minutes; a deploy of that "
+            "revision rolls back on it (hosts of older revisions are not counted)",
         )
 
     def _any_in_minutes(

@@ -97,8 +97,9 @@ class ServingService(Construct):
             ],
             # ECS does not count Neuron devices: one task per host keeps two tasks off the same chips.
             placement_constraints=[ecs.PlacementConstraint.distinct_instances()],
-            # Tasks that never become healthy roll the deploy back; so does a deploy that trips the fleet's
-            # own alarms (a new image or AMI whose Neuron runtime cannot start, a device failing under it).
+            # Tasks that never become healthy roll the deploy back (a new image or AMI whose Neuron runtime
+            # cannot start: the fixed failed-task threshold below); so does a device failing under the new
+            # revision's tasks (the deployment alarm, scoped to that revision: neuron_health.py).
             circuit_breaker=ecs.DeploymentCircuitBreaker(enable=True, rollback=True),
             deployment_alarms=ecs.DeploymentAlarmConfig(
                 alarm_names=[alarm.alarm_name for alarm in deployment_alarms],

@@ -5,8 +5,9 @@ artifacts unusable (or, worse, silently slow): the hardware target (neuronx-cc's
 different chips, so the same tensor-parallel degree on each needs its own graphs), the toolchain (the versions
 of the compiler and the Neuron packages, read from the image that runs, not from variables someone must keep
 in step with it), the model (name and revision),
-the tensor-parallel degree, max_model_len, max_num_seqs, the whole Neuron override config (buckets,
-bucketing, quantization and every other graph option), prefix caching and the KV block layout, the dtype,
+the tensor-parallel degree, max_model_len, max_num_seqs, max_num_batched_tokens, the whole Neuron override
+config (buckets, bucketing, quantization, on-device sampling and every other graph option), whether sampling
+runs on the device at all, prefix caching and the KV block layout, the dtype,
 speculative decoding (the draft model and its revision are compiled with the target), the quantized
 checkpoint's revision and the compiler flags. The key is a readable prefix plus a digest of all of them in
 canonical form. A compile job writes the completion manifest (`MANIFEST_NAME`) last; a host accepts an
@@ -44,7 +45,10 @@ HARDWARE_TARGETS = {"inf2": "inf2", "trn1": "trn1", "trn1n": "trn1", "trn2": "tr
 # compiled for, beyond the engine settings (model.json and ENGINE_*): each is part of the key, so the task
 # definition and the compile task must agree on all of them. DISABLE_NEURON_CUSTOM_SCHEDULER switches the
 # Neuron plugin's scheduler (its batching shapes); NEURON_LOGICAL_NC_CONFIG sets how many physical cores make
-# one logical NeuronCore on Trn2, which changes the graphs' sharding. The revisions name what was compiled.
+# one logical NeuronCore on Trn2, which changes the graphs' sharding. NEURON_ON_DEVICE_SAMPLING_DISABLED
+# drops the on-device sampling config from the model's Neuron config (vLLM's neuronx_distributed model loader
+# and vllm-neuron's model runner read it), so the sampling step is or is not compiled into the graphs.
+# The revisions name what was compiled.
 GRAPH_VARIABLES = (
     "MODEL_ID",
     "MODEL_REVISION",
@@ -54,8 +58,14 @@ GRAPH_VARIABLES = (
     "NEURON_LOGICAL_NC_CONFIG",
     "QUANTIZED_CHECKPOINT_REVISION",
     "DRAFT_MODEL_REVISION",
+    "NEURON_ON_DEVICE_SAMPLING_DISABLED",
 )
-SCHEDULER_VARIABLES = ("DISABLE_NEURON_CUSTOM_SCHEDULER", "NEURON_LOGICAL_NC_CONFIG")
+# Keyed by their value as set (an unset variable is left out).
+SCHEDULER_VARIABLES = (
+    "DISABLE_NEURON_CUSTOM_SCHEDULER",
+    "NEURON_LOGICAL_NC_CONFIG",
+    "NEURON_ON_DEVICE_SAMPLING_DISABLED",
+)
 # The toolchain the kit's serving image is built on (container/Dockerfile: the base image's Neuron SDK and
 # its compiler, neuronx-cc, as the SDK 2.28 release content lists it). Keys are computed with this pin, so
 # `make compile` and the preflight know every fleet's key without the image; a container whose installed
@@ -116,6 +126,9 @@ class CompileInputs:
     neuron_config: str = ""
     prefix_caching: bool = False
     block_size: int = 0
+    # The scheduler's token budget per step: with chunked prefill NxD Inference compiles its prefill graphs
+    # for this many tokens.
+    max_num_batched_tokens: int = 0
     draft_revision: str = ""
     quantized_checkpoint_revision: str = ""
     # The SCHEDULER_VARIABLES set in the environment, as (name, value) pairs.
@@ -262,6 +275,7 @@ def compile_inputs(
         neuron_config=json.dumps(neuron, sort_keys=True, separators=(",", ":")),
         prefix_caching=bool(settings.get("enable_prefix_caching")),
         block_size=int(settings.get("block_size") or 0),
+        max_num_batched_tokens=int(settings.get("max_num_batched_tokens") or 0),
         draft_revision=draft_revision if speculation else "",
         quantized_checkpoint_revision=checkpoint_revision if quantized else "",
         scheduler=tuple((name, environ[name]) for name in SCHEDULER_VARIABLES if environ.get(name)),

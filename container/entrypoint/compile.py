@@ -69,6 +69,11 @@ def main(
     except (StartError, FetchError) as error:
         print(f"compile: cannot compile: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # S3 refusing a read or an upload (botocore/boto3), one line, no traceback
+        if type(error).__module__.split(".")[0] not in ("botocore", "boto3"):
+            raise
+        print(f"compile: cannot compile: S3: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 
@@ -23,6 +25,29 @@ from monitoring.neuron_metrics import MONITOR_CONFIG, emf_line
 NEURON_MONITOR = "neuron-monitor"
 DEFAULT_NAMESPACE = "LLMServing"
 STOP_GRACE_SECONDS = 5
+
+
+# ECS sets this in every container of a task on container agent 1.39.0 or later; GET <it>/task answers the
+# task's metadata, with "Revision" its task definition revision (ECS developer guide, "Amazon ECS task
+# metadata endpoint version 4" and its "JSON response").
+METADATA_VARIABLE = "ECS_CONTAINER_METADATA_URI_V4"
+METADATA_TIMEOUT_SECONDS = 2
+
+
+def task_revision(environ: Mapping[str, str], opener=urllib.request.urlopen) -> str | None:
+    """The task definition revision this task runs, or None where the endpoint cannot tell (outside ECS,
+    an agent without it): the metrics then go out under {InstanceType} alone, and the deploy's alarm on the
+    new revision sees no data, which it treats as no errors; the circuit breaker still judges the deploy."""
+    base = environ.get(METADATA_VARIABLE, "").strip()
+    if not base:
+        return None
+    try:
+        with opener(f"{base}/task", timeout=METADATA_TIMEOUT_SECONDS) as response:
+            revision = json.loads(response.read()).get("Revision")
+    except (OSError, ValueError, AttributeError) as error:
+        print(f"neuron exporter: no task revision from the metadata endpoint: {error}", file=sys.stderr)
+        return None
+    return str(revision) if revision not in (None, "") else None
 
 
 def _stop(_signum: int, _frame: FrameType | None) -> None:
@@ -39,6 +64,7 @@ def main() -> int:
     if binary is None:
         print(f"neuron exporter: {NEURON_MONITOR} not found on PATH (aws-neuronx-tools)", file=sys.stderr)
         return 1
+    revision = task_revision(os.environ)
     signal.signal(signal.SIGTERM, _stop)
     with tempfile.TemporaryDirectory() as scratch:
         config = Path(scratch) / "monitor.json"
@@ -56,6 +82,7 @@ def main() -> int:
                             namespace=namespace,
                             instance_type=instance_type,
                             timestamp_ms=int(time.time() * 1000),
+                            revision=revision,
                         ),
                         flush=True,
                     )

@@ -130,10 +130,22 @@ def summarize(report: Mapping[str, Any]) -> NeuronSample:
     )
 
 
+# The task definition revision of the task the sidecar runs in: a second dimension set, so a deploy's
+# alarms can judge the new revision's hosts alone (cdk_constructs/fleet/neuron_health.py).
+REVISION_DIMENSION = "TaskDefinitionRevision"
+
+
 def emf_record(
-    sample: NeuronSample, *, namespace: str, instance_type: str, timestamp_ms: int
+    sample: NeuronSample,
+    *,
+    namespace: str,
+    instance_type: str,
+    timestamp_ms: int,
+    revision: str | None = None,
 ) -> dict[str, Any]:
-    """One EMF record with dimension set {InstanceType}; the instance id rides along as a property, so Logs
+    """One EMF record with dimension set {InstanceType}, and {InstanceType, TaskDefinitionRevision} when the
+    revision is known (an EMF directive's Dimensions is a list of dimension sets, each its own series: the
+    CloudWatch "Embedded metric format specification"); the instance id rides along as a property, so Logs
     Insights finds the host behind an error without making a series per host."""
     values: dict[str, float] = {
         DEVICE_MEMORY_USED: sample.device_memory_used,
@@ -149,7 +161,9 @@ def emf_record(
             "CloudWatchMetrics": [
                 {
                     "Namespace": namespace,
-                    "Dimensions": [["InstanceType"]],
+                    "Dimensions": [["InstanceType"], ["InstanceType", REVISION_DIMENSION]]
+                    if revision
+                    else [["InstanceType"]],
                     "Metrics": [{"Name": name, "Unit": UNITS[name]} for name in values],
                 }
             ],
@@ -157,18 +171,26 @@ def emf_record(
         "InstanceType": instance_type,
         **values,
     }
+    if revision:
+        record[REVISION_DIMENSION] = revision
     if sample.instance_id:
         record["InstanceId"] = sample.instance_id
     return record
 
 
-def emf_line(report_line: str, *, namespace: str, instance_type: str, timestamp_ms: int) -> str:
+def emf_line(
+    report_line: str, *, namespace: str, instance_type: str, timestamp_ms: int, revision: str | None = None
+) -> str:
     """One neuron-monitor output line -> one EMF log line. Raises ValueError for a line that is not a
     report (neuron-monitor prints nothing else on stdout, so that is worth saying on stderr)."""
     report = json.loads(report_line)
     if not isinstance(report, Mapping):
         raise ValueError("a neuron-monitor report is a JSON object")
     record = emf_record(
-        summarize(report), namespace=namespace, instance_type=instance_type, timestamp_ms=timestamp_ms
+        summarize(report),
+        namespace=namespace,
+        instance_type=instance_type,
+        timestamp_ms=timestamp_ms,
+        revision=revision,
     )
     return json.dumps(record, separators=(",", ":"))

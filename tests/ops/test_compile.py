@@ -91,18 +91,27 @@ def test_the_compile_task_runs_the_fleets_task_definition_in_compile_mode(aws):
     """botocore's Stubber checks the RunTask request (moto places no task on a capacity provider)."""
     ecs = boto3.client("ecs", region_name="us-east-1")
     artifact = next(a for a in fleet_artifacts(SETTINGS) if a.instance_type == "inf2.48xlarge")
-    resources = {"cluster": "cell", "TaskDefinition": "arn:td-inf2", "CapacityProvider": "inf2-provider"}
+    resources = {
+        "cluster": "cell",
+        "TaskDefinition": "arn:aws:ecs:us-east-1:111111111111:task-definition/inf2:7",
+        "CapacityProvider": "inf2-provider",
+        "CompileRole": "cell-ModelStoreCompileTaskRole-X1",
+    }
     stub = Stubber(ecs)
     stub.add_response(
         "run_task",
         {"tasks": [{"taskArn": "arn:aws:ecs:us-east-1:111111111111:task/cell/abc"}], "failures": []},
         {
             "cluster": "cell",
-            "taskDefinition": "arn:td-inf2",
+            "taskDefinition": "arn:aws:ecs:us-east-1:111111111111:task-definition/inf2:7",
             "capacityProviderStrategy": [{"capacityProvider": "inf2-provider", "weight": 1}],
             "count": 1,
             "startedBy": "make-compile",
-            "overrides": {"containerOverrides": [{"name": "serving", "command": COMPILE_COMMAND}]},
+            "overrides": {
+                # The compile task role, not the serving one: only it may write compiled/.
+                "taskRoleArn": "arn:aws:iam::111111111111:role/cell-ModelStoreCompileTaskRole-X1",
+                "containerOverrides": [{"name": "serving", "command": COMPILE_COMMAND}],
+            },
             "tags": [{"key": "compiled-artifact-key", "value": artifact.key}],
         },
     )
@@ -122,6 +131,8 @@ def test_fleet_resources_are_found_by_the_fleets_construct_id():
                 ("AWS::ECS::TaskDefinition", "Fleetinf248xlargeTaskDef1", "arn:td-inf2"),
                 ("AWS::ECS::TaskDefinition", "Fleettrn132xlargeTaskDef2", "arn:td-trn1"),
                 ("AWS::ECS::CapacityProvider", "Fleetinf248xlargeHostsProvider", "inf2-provider"),
+                ("AWS::IAM::Role", "ModelStoreTaskRole1A2B", "cell-ModelStoreTaskRole-Y"),
+                ("AWS::IAM::Role", "ModelStoreCompileTaskRole3C4D", "cell-ModelStoreCompileTaskRole-X"),
             ]
             return [
                 {
@@ -137,4 +148,5 @@ def test_fleet_resources_are_found_by_the_fleets_construct_id():
         "cluster": "cluster-1",
         "TaskDefinition": "arn:td-inf2",
         "CapacityProvider": "inf2-provider",
+        "CompileRole": "cell-ModelStoreCompileTaskRole-X",
     }

@@ -58,6 +58,15 @@ def test_the_shipped_config_dry_run_runs_through(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "alarms page no one" in result.stderr
     assert "day zero, in order:" in result.stdout and "5 waves" in result.stdout
+    assert_whole_sequence(result.stdout, here="deploy")
+
+
+def assert_whole_sequence(out: str, here: str) -> None:
+    """Quotas, permissions, bootstrap, compile, index, deploy, subscribe: in order, this step marked."""
+    steps = [out.index(f". {step}: ") for step in ("quotas", "permissions", "bootstrap", "compile", "index")]
+    steps += [out.index(f". {step}: ") for step in ("deploy", "subscribe")]
+    assert steps == sorted(steps)
+    assert "-> " in out and out[out.index("-> ") :].split(". ", 1)[1].startswith(f"{here}: ")
 
 
 def test_make_compile_dry_run_lists_the_keys_without_credentials(tmp_path):
@@ -77,3 +86,4 @@ def test_make_compile_dry_run_lists_the_keys_without_credentials(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "6 compiled-artifact keys" in result.stdout and "not checked (no AWS credentials)" in result.stdout
+    assert_whole_sequence(result.stdout, here="compile")

@@ -132,7 +132,22 @@ def test_every_service_rolls_back_on_its_fleets_alarms_beside_the_circuit_breake
                 "ThresholdConfiguration": {"Type": "COUNT", "Value": 3},
             }, region
             names = deployment["Alarms"]["AlarmNames"]
-            assert len(names) == 2 and all(name["Ref"] in alarms for name in names), region
+            assert len(names) == 1 and all(name["Ref"] in alarms for name in names), region
+            # Judged on the service's own task definition revision, not the fleet (neuron_health.py).
+            for name in names:
+                dimensions = {d["Name"]: d["Value"] for d in alarms[name["Ref"]]["Properties"]["Dimensions"]}
+                assert dimensions["TaskDefinitionRevision"] == {
+                    "Fn::Select": [6, {"Fn::Split": [":", service["Properties"]["TaskDefinition"]]}]
+                }, region
+
+
+def _deployment_alarms(template) -> set[str]:
+    """A deploy's judges: the fleet-wide hardware alarm they are a subset of pages instead."""
+    return {
+        name["Ref"]
+        for service in resources(template, "AWS::ECS::Service").values()
+        for name in service["Properties"]["DeploymentConfiguration"]["Alarms"]["AlarmNames"]
+    }
 
 
 def test_hosts_surge_above_each_services_maximum(settings, templates):
@@ -204,7 +219,7 @@ def test_region_unfit_hears_only_the_region_wide_serving_signals(settings, templ
         assert expressions["requests"]["MetricStat"]["Metric"]["MetricName"] == "RequestCount"
         # Every alarm still pages through region-degraded, the unfit signals included.
         degraded = _composite(template, "-region-degraded")
-        assert _rule_alarms(template, degraded) == set(alarms), region
+        assert _rule_alarms(template, degraded) == set(alarms) - _deployment_alarms(template), region
         assert degraded["AlarmActions"], region
 
 
@@ -221,7 +236,7 @@ def test_region_degraded_hears_every_fleets_neuron_and_task_alarms(templates):
         rule = json.dumps(composite["AlarmRule"])
         metric_names = set()
         for logical_id, alarm in resources(template, "AWS::CloudWatch::Alarm").items():
-            if logical_id.startswith("Fleet"):
+            if logical_id.startswith("Fleet") and logical_id not in _deployment_alarms(template):
                 assert logical_id in rule, (region, logical_id)
                 metric_names.add(alarm["Properties"].get("MetricName"))
         assert {

@@ -119,16 +119,37 @@ def test_a_host_that_never_starts_trips_it_just_after_the_budget(template):
     assert _first_alarm_minute(alarm, desired, running) == 10 + 30
 
 
-def test_a_deploy_rolls_back_when_the_fleets_neuron_alarms_fire(inf2):
+def test_a_deploy_rolls_back_on_the_new_revisions_hardware_errors_not_the_fleets(inf2):
+    """ECS judges a deploy by its alarms' own metrics: a fleet-wide one let a failing device on an old host
+    roll back a good deploy. The deployment alarm counts the hosts of the service's own task definition
+    revision alone (the sidecar's {InstanceType, TaskDefinitionRevision} series)."""
     fleet, template = inf2
     service = next(iter(template.find_resources("AWS::ECS::Service").values()))
     alarms = service["Properties"]["DeploymentConfiguration"]["Alarms"]
     assert alarms["Enable"] is True and alarms["Rollback"] is True
-    names = {name["Ref"] for name in alarms["AlarmNames"]}
-    assert names == {
-        stack_id(fleet.neuron.runtime_failure_alarm),
-        stack_id(fleet.neuron.hardware_error_alarm),
-    }
+    names = [name["Ref"] for name in alarms["AlarmNames"]]
+    assert names == [stack_id(fleet.neuron.deployment_alarm)]
+    task_definition = service["Properties"]["TaskDefinition"]
+    for name in names:
+        alarm = template.to_json()["Resources"][name]["Properties"]
+        dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+        assert alarm["MetricName"] == "NeuronHardwareErrors"
+        assert dimensions == {
+            "InstanceType": "inf2.48xlarge",
+            # The revision of the very task definition the service deploys: field 6 of its ARN.
+            "TaskDefinitionRevision": {"Fn::Select": [6, {"Fn::Split": [":", task_definition]}]},
+        }
+    # The fleet-wide alarms still page; they no longer judge a deploy.
+    fleet_wide = {stack_id(fleet.neuron.runtime_failure_alarm), stack_id(fleet.neuron.hardware_error_alarm)}
+    assert fleet_wide <= {stack_id(a) for a in fleet.alarms} and not fleet_wide & set(names)
+
+
+def test_the_revision_taken_from_a_task_definition_arn_is_its_revision():
+    """What Fn::Select [6, Fn::Split [":", arn]] yields on an ARN as ECS writes it."""
+    from cdk_constructs.fleet.neuron_health import ARN_REVISION_INDEX
+
+    arn = "arn:aws:ecs:us-east-1:111122223333:task-definition/serving-inf2:42"
+    assert arn.split(":")[ARN_REVISION_INDEX] == "42"
 
 
 def stack_id(construct):

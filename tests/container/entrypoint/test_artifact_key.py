@@ -62,6 +62,7 @@ CHANGES = {
     "neuron_config": '{"enable_bucketing":false}',
     "prefix_caching": True,
     "block_size": 16,
+    "max_num_batched_tokens": 4096,
     "draft_revision": "abc1234",
     "quantized_checkpoint_revision": "q-2026-11",
     "scheduler": (("DISABLE_NEURON_CUSTOM_SCHEDULER", "1"),),
@@ -256,6 +257,7 @@ GRAPH_VALUES = {
         {"additional_config": {"override_neuron_config": {"quantized": True, "quantization_type": "t"}}},
     ),
     "DRAFT_MODEL_REVISION": ("d2", {"speculative_config": {"method": "eagle"}}),
+    "NEURON_ON_DEVICE_SAMPLING_DISABLED": ("1", {}),
 }
 
 

@@ -3,14 +3,18 @@ reports; the exporter turns each into an EMF line and stops its child when it is
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+from monitoring.neuron_exporter import task_revision
 from tests.container.monitoring.test_neuron_metrics import SAMPLE
 
 REPO = Path(__file__).resolve().parents[3]
@@ -27,7 +31,49 @@ time.sleep(600)
 """
 
 
+@contextlib.contextmanager
+def metadata_endpoint(status: int, body: bytes):
+    """A task metadata endpoint v4 on loopback (bound to a free port as it is created, port 0)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            answer = body if self.path.endswith("/task") else b"{}"
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v4/abc"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_the_task_revision_comes_from_the_task_metadata_endpoint(capsys):
+    with metadata_endpoint(200, json.dumps({"Family": "serving", "Revision": "12"}).encode()) as uri:
+        assert task_revision({"ECS_CONTAINER_METADATA_URI_V4": uri}) == "12"
+    with metadata_endpoint(500, b"oops") as uri:
+        assert task_revision({"ECS_CONTAINER_METADATA_URI_V4": uri}) is None
+    assert "no task revision from the metadata endpoint" in capsys.readouterr().err
+    with metadata_endpoint(200, b"not json") as uri:
+        assert task_revision({"ECS_CONTAINER_METADATA_URI_V4": uri}) is None
+    assert task_revision({}) is None  # outside ECS
+
+
 def test_exporter_prints_emf_per_report_and_stops_neuron_monitor(tmp_path):
+    with metadata_endpoint(200, json.dumps({"Revision": "9"}).encode()) as uri:
+        _exporter_prints_emf_per_report_and_stops_neuron_monitor(tmp_path, uri)
+
+
+def _exporter_prints_emf_per_report_and_stops_neuron_monitor(tmp_path, metadata_uri):
     pid_file = tmp_path / "monitor.pid"
     fake = tmp_path / "neuron-monitor"
     fake.write_text(
@@ -40,6 +86,7 @@ def test_exporter_prints_emf_per_report_and_stops_neuron_monitor(tmp_path):
         "PYTHONPATH": str(REPO / "container"),
         "INSTANCE_TYPE": "inf2.48xlarge",
         "AWS_EMF_NAMESPACE": "LLMServing",
+        "ECS_CONTAINER_METADATA_URI_V4": metadata_uri,
     }
     exporter = subprocess.Popen(
         [sys.executable, "-m", "monitoring.neuron_exporter"],
@@ -56,6 +103,7 @@ def test_exporter_prints_emf_per_report_and_stops_neuron_monitor(tmp_path):
         exporter.kill()
     records = [json.loads(line) for line in lines]
     assert [r["InstanceType"] for r in records] == ["inf2.48xlarge"] * 2
+    assert [r["TaskDefinitionRevision"] for r in records] == ["9"] * 2
     assert records[0]["NeuronEccCorrected"] == 1
     assert "skipped a report" in exporter.stderr.read()
     monitor_pid = int(pid_file.read_text())

@@ -107,3 +107,14 @@ def test_utilisation_stays_a_percentage_however_runtimes_overlap(runtimes):
         "neuron_hardware_info": {"neuron_device_count": 12, "neuroncore_per_device_count": 2, "error": ""},
     }
     assert 0.0 <= summarize(report).neuroncore_utilization <= 100.0
+
+
+def test_with_its_task_revision_the_record_is_also_a_series_of_that_revision(report):
+    """A deploy's alarm watches the new task definition revision's hosts alone (neuron_health.py)."""
+    record = emf_record(
+        summarize(report), namespace="LLMServing", instance_type="inf2.48xlarge", timestamp_ms=1, revision="7"
+    )
+    validate_emf(record)
+    directive = record["_aws"]["CloudWatchMetrics"][0]
+    assert directive["Dimensions"] == [["InstanceType"], ["InstanceType", "TaskDefinitionRevision"]]
+    assert record["TaskDefinitionRevision"] == "7"
