@@ -9,6 +9,26 @@ from pydantic import Field, model_validator
 from settings.types import S3Uri, StrictModel, s3_bucket, s3_prefix
 
 
+class SamplingDefaults(StrictModel):
+    """Sampling for requests that do not set a key, over the model's own generation_config.json (which the
+    container reads as vLLM's OpenAI server does); a request's own keys always win. Bounds as a request's."""
+
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
+    top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    # -1 or 0: off (both vLLM spellings); on Neuron at most 256 (on-device sampling).
+    top_k: Annotated[int, Field(ge=-1, le=1000)] | None = None
+    # The keys below act in vLLM's CPU sampler only: on Neuron's on-device sampling the container leaves them
+    # out at load, with a log line (container/README.md, "Sampling defaults").
+    min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    repetition_penalty: Annotated[float, Field(gt=0.0, le=2.0)] | None = None
+    presence_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
+    frequency_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
+
+    def as_environment(self) -> str:
+        """The JSON object the container reads (ASSISTANT_SAMPLING_DEFAULTS): the keys set here only."""
+        return self.model_dump_json(exclude_none=True)
+
+
 class ModelConfig(StrictModel):
     # The Triton model clients call; the ALB's HTTP health check asks /v2/models/<name>/ready.
     name: str = "assistant"
@@ -40,6 +60,11 @@ class ModelConfig(StrictModel):
     # It must lie under artifacts_s3_uri, the one prefix the serving tasks may read (a region with its own
     # replica reads it at the same place under its replica); by default <artifacts_s3_uri>/catalog-index/.
     catalog_index_s3_uri: S3Uri | None = None
+    # How often each host reads the index's pointer (current.json) and, when it names a new build, loads that
+    # build beside the one it serves and swaps it in between requests; 0: the index loaded at start only.
+    catalog_follow_seconds: Annotated[int, Field(ge=0, le=86400)] = 60
+    # Sampling defaults over the model's generation_config.json (temperature, top_p, ...); unset: the file's.
+    sampling_defaults: SamplingDefaults = SamplingDefaults()
 
     @model_validator(mode="after")
     def _index_readable_by_the_tasks(self) -> Self:
