@@ -13,15 +13,20 @@ class SamplingDefaults(StrictModel):
     """Sampling for requests that do not set a key, over the model's own generation_config.json (which the
     container reads as vLLM's OpenAI server does); a request's own keys always win. Bounds as a request's."""
 
+    # Randomness of the answer; 0 picks the likeliest token every time.
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
+    # Nucleus sampling: the smallest set of tokens whose probabilities add up to this share.
     top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
-    # -1 or 0: off (both vLLM spellings); on Neuron at most 256 (on-device sampling).
+    # The most likely tokens sampled from; -1 or 0: off (both vLLM spellings); on Neuron at most 256.
     top_k: Annotated[int, Field(ge=-1, le=1000)] | None = None
-    # The keys below act in vLLM's CPU sampler only: on Neuron's on-device sampling the container leaves them
-    # out at load, with a log line (container/README.md, "Sampling defaults").
+    # Tokens below this share of the likeliest one's probability are dropped. vLLM's CPU sampler only: on
+    # Neuron's on-device sampling the container leaves it out at load, with a log line; so too the penalties.
     min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    # Above 1 discourages repeating tokens of the prompt and answer (CPU sampler only).
     repetition_penalty: Annotated[float, Field(gt=0.0, le=2.0)] | None = None
+    # Penalises a token once it appeared in the answer; positive discourages repeats (CPU sampler only).
     presence_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
+    # As presence_penalty, per time the token appeared (CPU sampler only).
     frequency_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
 
     def as_environment(self) -> str:

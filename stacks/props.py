@@ -347,6 +347,7 @@ def observability_props(settings: Settings, region: str, cell: int = 1) -> Obser
         unfit_minutes=settings.routing.bad_runs_to_drain,
         alarm_email=settings.observability.alarm_email,
         alarm_topic_arn=settings.observability.alarm_topic(region),
+        catalog_follow_seconds=settings.model.catalog_follow_seconds,
     )
 
 

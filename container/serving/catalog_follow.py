@@ -97,13 +97,17 @@ def _locked(folder: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def fetch_build(s3, build: CurrentBuild, builds_dir: Path) -> Path:
+def fetch_build(
+    s3, build: CurrentBuild, builds_dir: Path, verify: Callable[[Path], object] | None = None
+) -> Path:
     """The build on local disk, complete and checked against its manifest: downloaded into a staging folder
-    and renamed into place only once every file matches, so a folder under its own name is always whole.
-    FetchError or CatalogIndexError when the build is not (yet) whole in S3."""
+    and renamed into place only once every file matches (`verify`, by default the index's file check), so a
+    folder under its own name is always whole. FetchError or CatalogIndexError when the build is not (yet)
+    whole in S3."""
     from botocore.exceptions import ClientError
 
-    from assistant.retrieve import verify_files
+    if verify is None:
+        from assistant.retrieve import verify_files as verify
 
     target = builds_dir / build_name(build)
     with _locked(builds_dir):
@@ -139,7 +143,7 @@ def fetch_build(s3, build: CurrentBuild, builds_dir: Path) -> Path:
                         raise FetchError(f"{build.location}: {name} is missing (half uploaded?)") from None
                     raise
             (staging / build.manifest).write_bytes(body)
-            verify_files(staging)
+            verify(staging)
             staging.rename(target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

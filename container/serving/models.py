@@ -83,7 +83,12 @@ class AssistantModel(StreamingModel):
     def _follow_line(self, report) -> None:
         from assistant.metrics import emf_line, index_follow_record
 
-        properties = {"Kind": "index-follow", "Build": report.build, "Replica": self.replica.index}
+        properties = {
+            "Kind": "index-follow",
+            "Build": report.build,
+            "Swapped": report.swapped,
+            "Replica": self.replica.index,
+        }
         if report.error is not None:
             properties["Error"] = report.error[:500]
         record = index_follow_record(
