@@ -39,7 +39,7 @@ FOLLOW_SECONDS_ENV = "CATALOG_FOLLOW_SECONDS"
 FOLLOW_DIR_ENV = "CATALOG_FOLLOW_DIR"
 INDEX_URI_ENV = "CATALOG_INDEX_S3_URI"
 # Bounds on one S3 call, so a hanging S3 holds a poll for seconds, not for ever (botocore's defaults are 60 s
-# each, with up to 5 tries in its standard mode).
+# each, with up to 3 tries in its standard mode): at most 2 x (3 + 10) s.
 S3_CONNECT_TIMEOUT_S = 3
 S3_READ_TIMEOUT_S = 10
 S3_MAX_ATTEMPTS = 2
@@ -81,7 +81,8 @@ def s3_client():
         config=Config(
             connect_timeout=S3_CONNECT_TIMEOUT_S,
             read_timeout=S3_READ_TIMEOUT_S,
-            retries={"max_attempts": S3_MAX_ATTEMPTS, "mode": "standard"},
+            # total_max_attempts counts the first try; botocore's max_attempts would count retries only.
+            retries={"total_max_attempts": S3_MAX_ATTEMPTS, "mode": "standard"},
         ),
     )
 

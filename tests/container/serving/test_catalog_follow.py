@@ -236,3 +236,15 @@ def test_the_follower_thread_polls_reports_and_stops(first: Served, s3, tmp_path
     assert any(report.swapped for report in first.reports)
     assert boots_price(first.index) == 55.0
     assert not follower._thread.is_alive()
+
+
+def test_the_follows_own_s3_client_is_bounded(s3) -> None:
+    # The hanging-S3 test above shows botocore gives up at such bounds; these are the ones a host uses.
+    from serving.catalog_follow import S3_CONNECT_TIMEOUT_S, S3_MAX_ATTEMPTS, S3_READ_TIMEOUT_S, s3_client
+
+    config = s3_client().meta.config
+    timeouts = (config.connect_timeout, config.read_timeout)
+    assert timeouts == (S3_CONNECT_TIMEOUT_S, S3_READ_TIMEOUT_S) == (3, 10)
+    # Two tries in all, the first included.
+    assert config.retries["total_max_attempts"] == S3_MAX_ATTEMPTS == 2
+    assert S3_MAX_ATTEMPTS * (S3_CONNECT_TIMEOUT_S + S3_READ_TIMEOUT_S) < 30
