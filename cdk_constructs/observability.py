@@ -39,6 +39,9 @@ class ObservabilityProps:
     alarm_email: str | None = None
     # The operator's own SNS topic in this region (a pager): region-degraded notifies it too.
     alarm_topic_arn: str | None = None
+    # How often each host follows the catalog index's pointer (model.catalog_follow_seconds); 0: hosts load
+    # the index at start only, and no alarm watches them agree.
+    catalog_follow_seconds: int = 0
 
 
 @dataclass(frozen=True)
@@ -127,8 +130,12 @@ class ServingObservability(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         self.target_error_alarm = self._target_error_alarm(props, load_balancer)
+        self.index_versions_alarm = self._index_versions_alarm(props)
         unfit = [*serving_alarms, self.target_error_alarm]
         every_alarm = [*alarms, *(a for a in unfit if a not in alarms), self.ttft_alarm]
+        if self.index_versions_alarm is not None:
+            # A host stuck on an old catalog pages; it serves, so it does not make the region unfit.
+            every_alarm.append(self.index_versions_alarm)
         self.degraded_alarm = cloudwatch.CompositeAlarm(
             self,
             "RegionDegraded",
@@ -276,6 +283,43 @@ class ServingObservability(Construct):
             evaluation_periods=minutes,
             datapoints_to_alarm=minutes,
             # No requests is no evidence of failing (no healthy targets has its own alarm).
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+
+    def _index_versions_alarm(self, props: ObservabilityProps) -> cloudwatch.Alarm | None:
+        """Hosts serving different catalog builds for longer than two follow intervals. Every replica writes
+        IndexVersion (its build's upload time) each interval under {Model}: a minute's Maximum less its
+        Minimum is the spread between the newest and oldest build served. A new build spreads them for up to
+        one interval plus its download; a host that cannot fetch or open it keeps the spread."""
+        if props.catalog_follow_seconds <= 0:
+            return None
+        minute = Duration.minutes(1)
+        # Breaching minutes in a row that together last longer than two intervals.
+        minutes = 2 * props.catalog_follow_seconds // 60 + 1
+        return cloudwatch.Alarm(
+            self,
+            "IndexVersionsDisagree",
+            alarm_description=f"Hosts have served different catalog builds for more than {minutes - 1} min "
+            f"(two follow intervals of {props.catalog_follow_seconds} s): one keeps failing to follow "
+            "current.json (its log's `catalog follow:` lines and IndexFollowFailed say why)",
+            metric=cloudwatch.MathExpression(
+                expression="newest - oldest",
+                using_metrics={
+                    "newest": model_metric(
+                        props.metrics_namespace, props.model_name, "IndexVersion", "Maximum"
+                    ),
+                    "oldest": model_metric(
+                        props.metrics_namespace, props.model_name, "IndexVersion", "Minimum"
+                    ),
+                },
+                label="newest - oldest catalog build served (s)",
+                period=minute,
+            ),
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=minutes,
+            datapoints_to_alarm=minutes,
+            # No host reporting is no disagreement (no healthy targets has its own alarm).
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
 

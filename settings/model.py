@@ -9,6 +9,31 @@ from pydantic import Field, model_validator
 from settings.types import S3Uri, StrictModel, s3_bucket, s3_prefix
 
 
+class SamplingDefaults(StrictModel):
+    """Sampling for requests that do not set a key, over the model's own generation_config.json (which the
+    container reads as vLLM's OpenAI server does); a request's own keys always win. Bounds as a request's."""
+
+    # Randomness of the answer; 0 picks the likeliest token every time.
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
+    # Nucleus sampling: the smallest set of tokens whose probabilities add up to this share.
+    top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    # The most likely tokens sampled from; -1 or 0: off (both vLLM spellings); on Neuron at most 256.
+    top_k: Annotated[int, Field(ge=-1, le=1000)] | None = None
+    # Tokens below this share of the likeliest one's probability are dropped. vLLM's CPU sampler only: on
+    # Neuron's on-device sampling the container leaves it out at load, with a log line; so too the penalties.
+    min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    # Above 1 discourages repeating tokens of the prompt and answer (CPU sampler only).
+    repetition_penalty: Annotated[float, Field(gt=0.0, le=2.0)] | None = None
+    # Penalises a token once it appeared in the answer; positive discourages repeats (CPU sampler only).
+    presence_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
+    # As presence_penalty, per time the token appeared (CPU sampler only).
+    frequency_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
+
+    def as_environment(self) -> str:
+        """The JSON object the container reads (ASSISTANT_SAMPLING_DEFAULTS): the keys set here only."""
+        return self.model_dump_json(exclude_none=True)
+
+
 class ModelConfig(StrictModel):
     # The Triton model clients call; the ALB's HTTP health check asks /v2/models/<name>/ready.
     name: str = "assistant"
@@ -40,6 +65,11 @@ class ModelConfig(StrictModel):
     # It must lie under artifacts_s3_uri, the one prefix the serving tasks may read (a region with its own
     # replica reads it at the same place under its replica); by default <artifacts_s3_uri>/catalog-index/.
     catalog_index_s3_uri: S3Uri | None = None
+    # How often each host reads the index's pointer (current.json) and, when it names a new build, loads that
+    # build beside the one it serves and swaps it in between requests; 0: the index loaded at start only.
+    catalog_follow_seconds: Annotated[int, Field(ge=0, le=86400)] = 60
+    # Sampling defaults over the model's generation_config.json (temperature, top_p, ...); unset: the file's.
+    sampling_defaults: SamplingDefaults = SamplingDefaults()
 
     @model_validator(mode="after")
     def _index_readable_by_the_tasks(self) -> Self:

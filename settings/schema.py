@@ -30,7 +30,7 @@ from settings.fleets import (
     WarmPoolConfig,
 )
 from settings.instances import NeuronFamily
-from settings.model import ModelConfig
+from settings.model import ModelConfig, SamplingDefaults
 from settings.operations import (
     LoadBalancerConfig,
     ObservabilityConfig,
@@ -82,6 +82,7 @@ __all__ = [
     "RegionConfig",
     "RegionName",
     "RoutingConfig",
+    "SamplingDefaults",
     "ServingConfig",
     "Settings",
     "StrictModel",

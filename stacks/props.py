@@ -177,8 +177,18 @@ def engine_environment(settings: Settings, region: str) -> tuple[tuple[str, str]
         ("METRICS_PORT", str(settings.serving.metrics_port)),
         # The shop's own catalog index, downloaded and checked against its manifest at start.
         ("CATALOG_INDEX_S3_URI", model.catalog_index_uri(root)),
+        # Each host follows the index's pointer this often and swaps in a new build between requests.
+        ("CATALOG_FOLLOW_SECONDS", str(model.catalog_follow_seconds)),
+        *sampling_environment(settings),
         *queue_environment(settings),
     )
+
+
+def sampling_environment(settings: Settings) -> tuple[tuple[str, str], ...]:
+    """Sampling defaults over the model's generation_config.json, only when config sets one: unset, the
+    model's own file decides (container/assistant/sampling_defaults.py)."""
+    defaults = settings.model.sampling_defaults.as_environment()
+    return () if defaults == "{}" else (("ASSISTANT_SAMPLING_DEFAULTS", defaults),)
 
 
 def queue_environment(settings: Settings) -> tuple[tuple[str, str], ...]:
@@ -337,6 +347,7 @@ def observability_props(settings: Settings, region: str, cell: int = 1) -> Obser
         unfit_minutes=settings.routing.bad_runs_to_drain,
         alarm_email=settings.observability.alarm_email,
         alarm_topic_arn=settings.observability.alarm_topic(region),
+        catalog_follow_seconds=settings.model.catalog_follow_seconds,
     )
 
 

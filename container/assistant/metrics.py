@@ -30,6 +30,9 @@ REQUESTS_IN_FLIGHT = "RequestsInFlight"
 QUEUE_DEPTH = "QueueDepth"
 KV_CACHE_USAGE = "KvCacheUsage"
 SERVING_SLOTS = "ServingSlots"
+# The live catalog (serving/catalog_follow.py): the served build's upload time, and a failed poll.
+INDEX_VERSION = "IndexVersion"
+INDEX_FOLLOW_FAILED = "IndexFollowFailed"
 # The time-to-first-token objective (ms) that SlowFirstToken counts against; the stacks set it from config.
 SLOW_FIRST_TOKEN_ENV = "SLOW_FIRST_TOKEN_MS"
 DEFAULT_SLOW_FIRST_TOKEN_MS = 1000.0
@@ -290,6 +293,32 @@ def host_gauge_record(
 
 
 INSTANCE_TYPE_ENV = "INSTANCE_TYPE"
+
+
+def index_follow_record(
+    version: int | None,
+    failed: bool,
+    *,
+    dimensions: Mapping[str, str],
+    dimension_sets: Sequence[Sequence[str]] | None = None,
+    properties: Mapping[str, Any] | None = None,
+    namespace: str | None = None,
+    timestamp_ms: int | None = None,
+) -> dict[str, Any]:
+    """A replica's catalog-follow line, one per poll: IndexVersion (the served build's upload time in Unix
+    seconds; left out until a poll has named it) and IndexFollowFailed (0/1). Under the {Model} set, the
+    Maximum and Minimum of IndexVersion over a period are the newest and oldest build any host serves."""
+    metrics = [MetricValue(INDEX_FOLLOW_FAILED, 1 if failed else 0, "Count")]
+    if version is not None:
+        metrics.insert(0, MetricValue(INDEX_VERSION, version, "None"))
+    return emf_record(
+        namespace=namespace or namespace_from_env(),
+        dimensions=dimensions,
+        metrics=metrics,
+        timestamp_ms=int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
+        properties=properties,
+        dimension_sets=dimension_sets,
+    )
 
 
 def serving_dimensions(

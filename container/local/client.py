@@ -25,6 +25,8 @@ class StreamResult:
     total_s: float = 0.0
     error: str | None = None
     status: str | None = None  # the error's gRPC status, e.g. "StatusCode.UNAVAILABLE"
+    # The sampling keys the request ran with, when asked for (`return_sampling_parameters`).
+    sampling_used: dict[str, Any] | None = None
 
     @property
     def tokens_per_s(self) -> float:
@@ -146,12 +148,13 @@ class StreamingClient:
         cancel_after_chunks: int | None = None,
         cancel_after_s: float | None = None,
         timeout_s: float = 120.0,
+        extra_inputs: dict[str, Any] | None = None,
     ) -> StreamResult:
         result = StreamResult()
         started = time.perf_counter()
         self.client.async_stream_infer(
             model,
-            request_inputs(question, stream=stream, sampling=sampling),
+            request_inputs(question, stream=stream, sampling=sampling) + tensor_inputs(extra_inputs or {}),
             request_id=uuid.uuid4().hex,
             enable_empty_final_response=True,
         )
@@ -190,6 +193,9 @@ class StreamingClient:
             if products is not None:
                 result.products = json.loads(products)
                 result.responses_with_products += 1
+            used = _decode(response, "sampling_parameters_used")
+            if used is not None:
+                result.sampling_used = json.loads(used)
             if _is_final(response):
                 break
             if cancel_after_chunks is not None and len(result.chunks) >= cancel_after_chunks:

@@ -48,4 +48,16 @@ def ensure_demo_assets(build_dir: Path = DEFAULT_BUILD_DIR, *, products: int = D
     if not model_done.exists():
         build_tiny_model(assets.catalog, assets.model_dir)
         model_done.touch()
+    # Sampling defaults in its generation_config.json (Llama 3.1's): written over a model built before them.
+    defaults_done = build_dir / f".{assets.model_dir.name}-sampling-defaults.done"
+    if not defaults_done.exists():
+        import json
+
+        from local.tiny_model import write_generation_config
+
+        config = json.loads((assets.model_dir / "config.json").read_text())
+        write_generation_config(
+            assets.model_dir, bos_token_id=config["bos_token_id"], eos_token_id=config["eos_token_id"]
+        )
+        defaults_done.touch()
     return assets

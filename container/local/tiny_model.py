@@ -106,7 +106,7 @@ def _ascii_only(texts: Iterable[str]) -> Iterator[str]:
 def build_tiny_model(catalog_path: Path, out_dir: Path, *, vocab_size: int = 2048, seed: int = 0) -> Path:
     """Write config, random safetensors weights and tokenizer files to out_dir; return out_dir."""
     import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     tokenizer = train_tokenizer(catalog_texts(catalog_path), vocab_size)
     torch.manual_seed(seed)
@@ -124,11 +124,21 @@ def build_tiny_model(catalog_path: Path, out_dir: Path, *, vocab_size: int = 204
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
-    # A random model rarely samples </s>; no generation defaults (e.g. a repetition penalty) are wanted.
-    GenerationConfig(bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id).save_pretrained(
-        out_dir
-    )
+    write_generation_config(out_dir, bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id)
     return out_dir
+
+
+# Llama 3.1 Instruct's own sampling defaults (its generation_config.json): the tiny model carries them, so the
+# tests see a model's defaults reach the engine. No penalty: a random model rarely samples </s> as it is.
+TINY_SAMPLING_DEFAULTS = {"temperature": 0.6, "top_p": 0.9}
+
+
+def write_generation_config(out_dir: Path, *, bos_token_id: int, eos_token_id: int) -> None:
+    from transformers import GenerationConfig
+
+    GenerationConfig(
+        bos_token_id=bos_token_id, eos_token_id=eos_token_id, do_sample=True, **TINY_SAMPLING_DEFAULTS
+    ).save_pretrained(out_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

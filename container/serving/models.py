@@ -12,6 +12,10 @@ from serving.stock_compat import ADDITIONAL_OUTPUTS
 from serving.streaming_model import INPUTS, ServingRequest, StreamingModel, read_inputs
 
 INDEX_DIR_VARIABLE = "ASSISTANT_INDEX_DIR"
+# The assistant's own switch and output: the sampling the request ran with (defaults + its own keys), in the
+# first response, for `make ask` and clients that want to see the model's defaults at work.
+RETURN_SAMPLING = "return_sampling_parameters"
+SAMPLING_OUTPUT = "sampling_parameters_used"
 
 
 class ModelLoadError(RuntimeError):
@@ -27,6 +31,74 @@ class AssistantModel(StreamingModel):
     """
 
     has_products = True
+    follower = None
+
+    def initialize(self, args) -> None:
+        super().initialize(args)
+        self._start_catalog_follow()
+
+    def finalize(self) -> None:
+        if self.follower is not None:
+            self.follower.stop()
+        super().finalize()
+
+    def _start_catalog_follow(self) -> None:
+        """Follow the index's pointer (CATALOG_INDEX_S3_URI) every CATALOG_FOLLOW_SECONDS, on a thread."""
+        from entrypoint.s3_fetch import FetchError, S3Location
+        from serving.catalog_follow import (
+            FOLLOW_DIR_ENV,
+            INDEX_URI_ENV,
+            CatalogFollower,
+            follow_seconds,
+            manifest_sha256,
+        )
+
+        try:
+            interval = follow_seconds(os.environ)
+            uri = os.environ.get(INDEX_URI_ENV, "").strip()
+            if interval == 0 or not uri:
+                return
+            location = S3Location.parse(uri, variable=INDEX_URI_ENV)
+        except (ValueError, FetchError) as err:
+            raise ModelLoadError(f"{self.model_name}: {err}") from None
+        builds_dir = Path(os.environ.get(FOLLOW_DIR_ENV) or f"{self.index.path}-builds")
+        self.follower = CatalogFollower(
+            location,
+            builds_dir,
+            interval,
+            manifest_sha256(self.index.path),
+            swap=self._swap_index,
+            report=self._follow_line,
+        ).start()
+        print(f"{self.model_name}: following {location}/current.json every {interval} s", flush=True)
+
+    def _swap_index(self, index) -> None:
+        """The new build serves the next request: one attribute, read once per request in prepare()."""
+        from assistant.retrieve import ProductIndex
+
+        self.index = index
+        # The vocabulary cache holds the old index alive (and answers from it): start it afresh.
+        ProductIndex.in_catalog.cache_clear()
+
+    def _follow_line(self, report) -> None:
+        from assistant.metrics import emf_line, index_follow_record
+
+        properties = {
+            "Kind": "index-follow",
+            "Build": report.build,
+            "Swapped": report.swapped,
+            "Replica": self.replica.index,
+        }
+        if report.error is not None:
+            properties["Error"] = report.error[:500]
+        record = index_follow_record(
+            report.version,
+            report.error is not None,
+            dimensions=self.emf_dimensions,
+            dimension_sets=self.emf_dimension_sets,
+            properties=properties,
+        )
+        self.log_writer.write(emf_line(record))
 
     def load_steps(self, settings: dict[str, Any]) -> None:
         from assistant.chat import ChatFormat
@@ -42,17 +114,21 @@ class AssistantModel(StreamingModel):
         self.chat = ChatFormat.load(settings.get("tokenizer") or settings["model"])
         self.max_model_len = int(settings["max_model_len"])
         self.sampling_platform = _sampling_platform()
+        self.sampling_defaults = _sampling_defaults(settings["model"], self.sampling_platform)
+        from assistant.sampling_defaults import describe
+
         print(
             f"{self.model_name}: {self.index.describe()}; prompt format: {self.chat.describe()}; "
-            f"sampling keys of platform {self.sampling_platform.name}",
+            f"sampling keys of platform {self.sampling_platform.name}; {describe(self.sampling_defaults)}",
             flush=True,
         )
 
     def parse(self, request) -> ServingRequest:
         from assistant.request import build_sampling_params, check_question_tokens, parse_request
+        from assistant.sampling_defaults import apply
         from serving.stock_compat import flags
 
-        inputs = read_inputs(self.pb, request, INPUTS + ADDITIONAL_OUTPUTS)
+        inputs = read_inputs(self.pb, request, (*INPUTS, *ADDITIONAL_OUTPUTS, RETURN_SAMPLING))
         parsed = parse_request(
             inputs["text_input"],
             inputs["stream"],
@@ -65,15 +141,31 @@ class AssistantModel(StreamingModel):
         # tokens removed once (the cleaner's cache hands the result to the prompt built on the loop).
         check_question_tokens(parsed.text, self.chat.count_tokens, self.limits)
         self.chat.clean(parsed.text)
-        sampling = parsed.sampling.engine_kwargs()
+        # The model's generation_config.json and the config's defaults, under what the client sent.
+        sampling = apply(self.sampling_defaults, parsed.sampling.engine_kwargs())
         build_sampling_params(sampling)  # vLLM's own checks now, so the engine never refuses a request
+        returns = flags(inputs)
+        if inputs[RETURN_SAMPLING] is not None and bool(inputs[RETURN_SAMPLING]):
+            returns |= {RETURN_SAMPLING}
         return ServingRequest(
             text=parsed.text,
             stream=parsed.stream,
             prepend_input=not parsed.exclude_input_in_output,
             sampling=sampling,
-            returns=flags(inputs),
+            returns=returns,
         )
+
+    def _response(self, output, parsed: ServingRequest, products_json: str | None):
+        response = super()._response(output, parsed, products_json)
+        if products_json is None or RETURN_SAMPLING not in parsed.returns:
+            return response
+        import json
+
+        import numpy as np
+
+        used = json.dumps(parsed.sampling, sort_keys=True).encode("utf-8")
+        tensor = self.pb.Tensor(SAMPLING_OUTPUT, np.array([used], dtype=np.object_))
+        return self.pb.InferenceResponse(output_tensors=[*response.output_tensors(), tensor])
 
     def prepare(self, text: str) -> PreparedRequest:
         from assistant.request import check_prompt_fits
@@ -83,6 +175,43 @@ class AssistantModel(StreamingModel):
         # internal error: count here and answer the client's mistake as one (RequestError is INVALID_ARG).
         check_prompt_fits(prepared.prompt, self.chat.prompt_tokens, self.max_model_len)
         return prepared
+
+
+def _sampling_defaults(model_dir: str, platform) -> dict[str, Any]:
+    """The defaults in force (the model's generation_config.json under the config's overrides), checked
+    against the bounds a client's keys have; keys the engine's platform would ignore are left out."""
+    from pydantic import ValidationError
+
+    from assistant.request import SamplingSettings
+    from assistant.sampling_defaults import (
+        DEFAULTS_ENV,
+        SamplingDefaultsError,
+        from_generation_config,
+        merge,
+        overrides_from_env,
+        read_generation_config,
+    )
+    from assistant.validation import first_error
+
+    try:
+        file_defaults = from_generation_config(read_generation_config(model_dir))
+        defaults = merge(file_defaults, overrides_from_env(os.environ))
+        checked = SamplingSettings.model_validate(defaults).engine_kwargs()
+    except SamplingDefaultsError as err:
+        raise ModelLoadError(str(err)) from None
+    except ValidationError as err:
+        field, message = first_error(err)
+        from_config = field in overrides_from_env(os.environ)
+        source = DEFAULTS_ENV if from_config else f"{model_dir}/generation_config.json"
+        raise ModelLoadError(f"sampling default {field} from {source}: {message}") from None
+    kept: dict[str, Any] = {}
+    for key, value in checked.items():
+        refusal = platform.refusal({key: value})
+        if refusal is None:
+            kept[key] = value
+        else:
+            print(f"sampling default {key}={value} left out: {refusal[1]}", flush=True)
+    return kept
 
 
 def _sampling_platform():

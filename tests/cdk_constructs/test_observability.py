@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import pytest
@@ -30,6 +31,10 @@ NEURON_SERIES = {
 
 @pytest.fixture
 def template(stack, vpc):
+    return _template(stack, vpc, PROPS)
+
+
+def _template(stack, vpc, props: ObservabilityProps):
     alb = elbv2.ApplicationLoadBalancer(stack, "Alb", vpc=vpc)
     group = elbv2.ApplicationTargetGroup(stack, "Http", vpc=vpc, port=8000, target_type=elbv2.TargetType.IP)
     alb.add_listener("Listener", port=80, default_target_groups=[group])
@@ -59,7 +64,7 @@ def template(stack, vpc):
     ServingObservability(
         stack,
         "Obs",
-        props=PROPS,
+        props=props,
         logs=EncryptedLogs(stack, "Logs", props=LogProps(retention_days=30)),
         load_balancer=alb,
         target_groups=[group],
@@ -207,3 +212,34 @@ def test_cloudwatch_may_publish_to_the_topic_only_for_this_accounts_degraded_ala
     }
     # The deny-without-TLS statement stays: the allow is added to it, not instead of it.
     assert any(s["Effect"] == "Deny" and "aws:SecureTransport" in json.dumps(s) for s in statements)
+
+
+@pytest.fixture
+def following_template(stack, vpc):
+    return _template(stack, vpc, dataclasses.replace(PROPS, catalog_follow_seconds=60))
+
+
+def test_no_index_version_alarm_where_hosts_do_not_follow_the_catalog(template):
+    assert not [i for i in template.find_resources("AWS::CloudWatch::Alarm") if "IndexVersions" in i]
+
+
+def test_hosts_on_different_catalog_builds_for_longer_than_two_intervals_page(following_template):
+    alarms = following_template.find_resources("AWS::CloudWatch::Alarm")
+    (logical_id,) = [i for i in alarms if "IndexVersionsDisagree" in i]
+    alarm = alarms[logical_id]["Properties"]
+    # Three breaching minutes in a row: longer than two 60 s intervals.
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"], alarm["Threshold"]) == (3, 3, 0)
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["TreatMissingData"] == "notBreaching"
+    expression = next(query for query in alarm["Metrics"] if "Expression" in query)
+    assert expression["Expression"] == "newest - oldest"
+    stats = {
+        query["Id"]: (query["MetricStat"]["Metric"]["MetricName"], query["MetricStat"]["Stat"])
+        for query in alarm["Metrics"]
+        if "MetricStat" in query
+    }
+    assert stats == {"newest": ("IndexVersion", "Maximum"), "oldest": ("IndexVersion", "Minimum")}
+    _, degraded = _composites(following_template)["degraded"]
+    _, unfit = _composites(following_template)["unfit"]
+    assert logical_id in json.dumps(degraded["AlarmRule"])
+    assert logical_id not in json.dumps(unfit["AlarmRule"]), "a host on an old catalog serves: no drain"

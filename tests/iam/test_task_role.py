@@ -26,6 +26,7 @@ sys.path.append(str(REPO / "container"))
 from entrypoint.s3_fetch import S3Location, current_build, download_prefix, upload_build  # noqa: E402
 from entrypoint.weights import fetch as fetch_weights  # noqa: E402
 from entrypoint.weights import upload as upload_weights  # noqa: E402
+from serving.catalog_follow import fetch_build  # noqa: E402
 
 SETTINGS = load_settings(REPO / "config" / "default.yaml")
 REGION = "us-east-1"
@@ -98,3 +99,56 @@ def test_no_statement_of_the_task_role_grants_a_wildcard_resource(task_policy):
         )
         assert "*" not in resources, statement
         assert all(r.startswith(f"arn:aws:s3:::{BUCKET}") for r in resources), statement
+
+
+INDEX_PREFIX = f"{ROOT}/catalog-index"
+
+
+def _new_index_build(s3, folder: Path) -> None:
+    """A second build of the index, uploaded as `make index UPLOAD=` does (its files, manifest, pointer)."""
+    folder.mkdir()
+    (folder / "segment.bin").write_bytes(b"terms")
+    (folder / "manifest.json").write_bytes(b'{"files": {"segment.bin": {}}}')
+    upload_build(s3, folder, S3Location(BUCKET, INDEX_PREFIX), manifest="manifest.json")
+
+
+def _follow(s3, builds: Path) -> Path:
+    """What a host's catalog follow asks of S3: the pointer, then the manifest and files it names."""
+    build = current_build(s3, S3Location(BUCKET, INDEX_PREFIX))
+    assert build is not None
+    # The index's own file check needs tantivy, which this environment has not; the S3 reads are the point.
+    return fetch_build(s3, build, builds, verify=lambda folder: None)
+
+
+def test_the_catalog_follow_reads_the_new_build_under_the_shipped_task_role(task_policy, artifacts):
+    _new_index_build(boto3.client("s3", region_name=REGION), artifacts / "v2")
+    session = assumed_session(task_policy, REGION)
+    with enforced():
+        folder = _follow(session.client("s3"), artifacts / "builds")
+    assert (folder / "segment.bin").read_bytes() == b"terms"
+
+
+def test_the_catalog_follow_needs_get_object_on_the_index_prefix_only(artifacts):
+    _new_index_build(boto3.client("s3", region_name=REGION), artifacts / "v2")
+    only_get = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{BUCKET}/{INDEX_PREFIX}/*",
+            }
+        ],
+    }
+    session = assumed_session(only_get, REGION, name="follow-only")
+    with enforced():
+        folder = _follow(session.client("s3"), artifacts / "b1")
+    assert (folder / "segment.bin").read_bytes() == b"terms"
+    # The same grant on another prefix: the pointer itself is refused.
+    elsewhere = {
+        **only_get,
+        "Statement": [{**only_get["Statement"][0], "Resource": f"arn:aws:s3:::{BUCKET}/{ROOT}/weights/*"}],
+    }
+    session = assumed_session(elsewhere, REGION, name="follow-elsewhere")
+    with enforced(), pytest.raises(ClientError, match="AccessDenied"):
+        _follow(session.client("s3"), artifacts / "b2")

@@ -479,6 +479,30 @@ BAD_CONFIGS = [
         ["model", "must lie under artifacts_s3_uri s3://bucket/model/", "may read that prefix only"],
         id="catalog-index-outside-the-readable-prefix",
     ),
+    pytest.param(
+        MINIMAL.replace(
+            "  artifacts_s3_uri: s3://bucket/model/\n",
+            "  artifacts_s3_uri: s3://bucket/model/\n  sampling_defaults:\n    temperature: 3\n",
+        ),
+        ["config.yaml:", "model.sampling_defaults.temperature", "less than or equal to 2"],
+        id="sampling-default-out-of-range",
+    ),
+    pytest.param(
+        MINIMAL.replace(
+            "  artifacts_s3_uri: s3://bucket/model/\n",
+            "  artifacts_s3_uri: s3://bucket/model/\n  sampling_defaults:\n    max_tokens: 10\n",
+        ),
+        ["config.yaml:", "model.sampling_defaults.max_tokens"],
+        id="sampling-default-not-a-sampling-key",
+    ),
+    pytest.param(
+        MINIMAL.replace(
+            "  artifacts_s3_uri: s3://bucket/model/\n",
+            "  artifacts_s3_uri: s3://bucket/model/\n  catalog_follow_seconds: -5\n",
+        ),
+        ["config.yaml:", "model.catalog_follow_seconds"],
+        id="catalog-follow-negative",
+    ),
     pytest.param("regions: [\n", ["config.yaml:2", "not valid YAML"], id="yaml-syntax"),
     pytest.param("- a\n- b\n", ["the top level must be a mapping"], id="top-level-list"),
     pytest.param("", ["config file is empty"], id="empty-file"),

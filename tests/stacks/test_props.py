@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -416,3 +417,18 @@ def test_a_cell_takes_its_share_of_the_fleets_bounds_pool_and_names(overlay):
     )
     # The other regions keep one cell and every name they had.
     assert props.routing_endpoint_props(cells, "us-west-2").label == ""
+
+
+def test_the_catalog_follow_interval_reaches_the_container_and_its_alarm(settings, overlay):
+    environment = dict(props.engine_environment(settings, "us-east-1"))
+    assert environment["CATALOG_FOLLOW_SECONDS"] == str(settings.model.catalog_follow_seconds) == "60"
+    hourly = overlay("model:\n  catalog_follow_seconds: 0\n")
+    assert dict(props.engine_environment(hourly, "us-east-1"))["CATALOG_FOLLOW_SECONDS"] == "0"
+    assert props.observability_props(hourly, "us-east-1").catalog_follow_seconds == 0
+
+
+def test_sampling_defaults_reach_the_container_only_when_config_sets_them(settings, overlay):
+    assert "ASSISTANT_SAMPLING_DEFAULTS" not in dict(props.engine_environment(settings, "us-east-1"))
+    tuned = overlay("model:\n  sampling_defaults:\n    temperature: 0.3\n    top_k: 40\n")
+    environment = dict(props.engine_environment(tuned, "us-east-1"))
+    assert json.loads(environment["ASSISTANT_SAMPLING_DEFAULTS"]) == {"temperature": 0.3, "top_k": 40}

@@ -41,8 +41,11 @@ def test_models_keep_the_vllm_backend_contract(model: str) -> None:
     assert f'name: "{model}"' in config
     assert 'backend: "python"' in config
     assert "decoupled: true" in config
-    assert tensor_names(config, "input") == VLLM_BACKEND_INPUTS
-    assert tensor_names(config, "output") == VLLM_BACKEND_OUTPUTS | {"products"}
+    # The assistant's own additions: product cards, and the sampling a request ran with when asked for.
+    own_inputs = {"return_sampling_parameters"} if model == "assistant" else set()
+    own_outputs = {"sampling_parameters_used"} if model == "assistant" else set()
+    assert tensor_names(config, "input") == VLLM_BACKEND_INPUTS | own_inputs
+    assert tensor_names(config, "output") == VLLM_BACKEND_OUTPUTS | {"products"} | own_outputs
 
 
 def test_passthrough_runs_the_same_engine_settings() -> None:
