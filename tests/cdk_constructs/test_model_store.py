@@ -4,9 +4,15 @@ from aws_cdk.assertions import Template
 from cdk_constructs.model_store import ModelStoreAccess, ModelStoreProps
 
 
-def _statements(template):
+def _statements(template, role_id_part: str = "TaskRole"):
+    """The statements of the serving task role's policies (the compile task role, beside it, also writes)."""
     policies = template.find_resources("AWS::IAM::Policy")
-    return [s for policy in policies.values() for s in policy["Properties"]["PolicyDocument"]["Statement"]]
+    return [
+        s
+        for policy in policies.values()
+        if any(role_id_part in r["Ref"] and "Compile" not in r["Ref"] for r in policy["Properties"]["Roles"])
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
 
 
 def _flat(value):
