@@ -32,7 +32,7 @@ CDK := npx --no-install cdk --no-notices
 
 help:
 	@echo "make synth [CONFIG=file]   synthesize every stack of a config into cdk.out/ (offline)"
-	@echo "make test                  run the whole test suite (the serving tests on each vLLM version)"
+	@echo "make test [CPU_HOG=2]      run the whole test suite (the serving tests on each vLLM version), optionally beside busy processes"
 	@echo "make test-container [VLLM=0.13.0]   the serving tests on one vLLM version (default $(VLLM_DEFAULT))"
 	@echo "make lint                  ruff, cfn-lint on cdk.out, hadolint on the Dockerfile"
 	@echo "make docs                  regenerate docs/configuration.md, build the docs site strict into build/site/"
@@ -81,10 +81,13 @@ synth: validate node
 
 # test-infra builds the docs site strict as well (tests/docsite/), as `make docs` does, but from the pages as
 # committed: a configuration reference that no longer matches the models fails there instead of being rewritten.
+# CPU_HOG=N: N busy processes beside each test session (tests/cpu_hog.py), as on a busy machine or CI runner.
+CPU_HOG ?=
+HOG_OPTION = $(if $(CPU_HOG),--cpu-hog=$(CPU_HOG))
 test: test-infra $(addprefix test-container-,$(VLLM_VERSIONS))
 
 test-infra: venv node
-	$(VENV)/bin/pytest tests --ignore=tests/container
+	$(VENV)/bin/pytest tests --ignore=tests/container $(HOG_OPTION)
 
 lint: venv synth
 	$(VENV)/bin/ruff check .
@@ -246,7 +249,7 @@ $(SERVE_VENV)/.installed: $(SERVE_REQS)
 test-container: serve-env
 	@echo "serving tests on vLLM $(VLLM) ($(SERVE_VENV))"
 	mkdir -p build
-	$(SERVE_VENV)/bin/pytest tests/container -q --basetemp=build/pytest-container-$(VLLM)
+	$(SERVE_VENV)/bin/pytest tests/container -q --basetemp=build/pytest-container-$(VLLM) $(HOG_OPTION)
 
 # A static pattern rule: make searches no implicit rule for a phony target.
 .PHONY: $(addprefix test-container-,$(VLLM_VERSIONS))
@@ -272,8 +275,10 @@ ask: serve-env
 	PYTHONPATH=container $(SERVE_VENV)/bin/python -m local.ask "$(Q)"
 
 PROFILE_OUT ?=
+STREAMS ?=
 bench-serving: serve-env
-	$(SERVE_VENV)/bin/python bench/serving_ttft.py $(if $(PROFILE_OUT),--profile-out "$(PROFILE_OUT)")
+	$(SERVE_VENV)/bin/python bench/serving_ttft.py $(if $(PROFILE_OUT),--profile-out "$(PROFILE_OUT)") \
+		$(if $(STREAMS),--streams $(STREAMS))
 
 bench-retrieval: serve-env
 	$(SERVE_VENV)/bin/python bench/retrieval_index.py
