@@ -218,6 +218,11 @@ def main(argv: list[str] | None = None) -> int:
                 for record in records
                 if record.get("Model") == "assistant" and record.get("PrepareMs") is not None
             )
+            prepare_cpu_ms = sorted(
+                record["PrepareCpuMs"]
+                for record in records
+                if record.get("Model") == "assistant" and record.get("PrepareCpuMs") is not None
+            )
             assistant_tokens = statistics.median(
                 r["InputTokens"] for r in records if r.get("Model") == "assistant" and "InputTokens" in r
             )
@@ -246,6 +251,13 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"\nassistant plan + retrieve + prompt, timed inside the model: "
             f"p50 {p50:.2f} ms, p99 {p99:.2f} ms ({len(prepare_ms)} requests, {index.product_count} products)"
+        )
+    if prepare_cpu_ms:
+        p50 = prepare_cpu_ms[len(prepare_cpu_ms) // 2]
+        p99 = prepare_cpu_ms[min(len(prepare_cpu_ms) - 1, int(0.99 * len(prepare_cpu_ms)))]
+        print(
+            f"  the worker's CPU time for it: p50 {p50:.2f} ms, p99 {p99:.2f} ms "
+            "(the wall time above also holds waits for a core or the GIL)"
         )
     print(
         f"\nprompt tokens per request (median): assistant {assistant_tokens:.0f} (its InputTokens metric), "

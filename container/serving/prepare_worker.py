@@ -17,9 +17,19 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 Prepared = TypeVar("Prepared")
+
+
+@dataclass(frozen=True)
+class PrepareTime:
+    """A preparation's time: wall (what the request waited) and the worker's CPU. On a busy machine the two
+    part: the wall time also holds the time the worker waited for a core or for the GIL."""
+
+    wall_ms: float
+    cpu_ms: float
 
 
 class PrepareWorker(Generic[Prepared]):
@@ -27,13 +37,16 @@ class PrepareWorker(Generic[Prepared]):
         self._prepare = prepare
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
 
-    def _timed(self, text: str) -> tuple[Prepared, float]:
-        started = time.perf_counter()
+    def _timed(self, text: str) -> tuple[Prepared, PrepareTime]:
+        started, cpu_started = time.perf_counter(), time.thread_time()
         prepared = self._prepare(text)
-        return prepared, (time.perf_counter() - started) * 1000.0
+        return prepared, PrepareTime(
+            wall_ms=(time.perf_counter() - started) * 1000.0,
+            cpu_ms=(time.thread_time() - cpu_started) * 1000.0,
+        )
 
-    async def prepare(self, text: str) -> tuple[Prepared, float]:
-        """The prepared request and the milliseconds its preparation took on the worker (queue wait apart).
+    async def prepare(self, text: str) -> tuple[Prepared, PrepareTime]:
+        """The prepared request and how long its preparation took on the worker (queue wait apart).
 
         Raises what the preparation raised (a RequestError is the client's), or CancelledError if the
         calling task is cancelled meanwhile; a preparation not yet started then never runs."""

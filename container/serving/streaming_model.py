@@ -302,12 +302,12 @@ class StreamingModel:
         self.live[live.request_id] = live
         self.outbox.watch(live)
         self._publish_counts()
-        outcome, ttft_ms, prepared, prepare_ms = "failed", None, None, None
+        outcome, ttft_ms, prepared, prepare_time = "failed", None, None, None
         input_tokens, output_tokens = None, 0
         try:
             # Off the loop, which serves every stream's tokens (serving/prepare_worker.py): one worker, in
             # arrival order; a cancel while it waits or runs raises CancelledError here.
-            prepared, prepare_ms = await self.prepare_worker.prepare(parsed.text)
+            prepared, prepare_time = await self.prepare_worker.prepare(parsed.text)
             if live.cancelled:  # gone while we planned and retrieved: never reaches the engine
                 raise asyncio.CancelledError
             kind = RequestOutputKind.DELTA if parsed.stream else RequestOutputKind.CUMULATIVE
@@ -395,8 +395,10 @@ class StreamingModel:
                 self.engine_stats.idle()
             properties = {
                 "Intent": prepared.intent if prepared and prepared.intent else "none",
-                # Plan + retrieve + prompt time: the assistant's own share of TTFT (a property, not a metric).
-                "PrepareMs": None if prepare_ms is None else round(prepare_ms, 3),
+                # Plan + retrieve + prompt time: the assistant's own share of TTFT (a property, not a metric),
+                # and the worker's CPU for it (the wall time also holds waits for a core or the GIL).
+                "PrepareMs": None if prepare_time is None else round(prepare_time.wall_ms, 3),
+                "PrepareCpuMs": None if prepare_time is None else round(prepare_time.cpu_ms, 3),
                 "Stream": parsed.stream,
             }
             self.outbox.put(

@@ -157,7 +157,7 @@ def test_any_text_up_to_the_cap_is_cleaned_of_every_token_within_budget(pieces: 
 @given(
     texts=st.lists(
         st.lists(
-            st.sampled_from(["<|eot_id|>", "<|start_header_id|>", "boots", " ", "é", "\n", "$129.99", "🙂", "ab"]),
+            st.sampled_from(["<|eot_id|>", "<|start_header_id|>", "boots", " ", "é", "\n", "$129.99", "ab"]),
             max_size=12,
         ).map("".join),
         max_size=6,
