@@ -84,10 +84,18 @@ synth: validate node
 # CPU_HOG=N: N busy processes beside each test session (tests/cpu_hog.py), as on a busy machine or CI runner.
 CPU_HOG ?=
 HOG_OPTION = $(if $(CPU_HOG),--cpu-hog=$(CPU_HOG))
-test: test-infra $(addprefix test-container-,$(VLLM_VERSIONS))
+# Tests run make themselves (make -n of a recipe, make index): they get the environment a shell gives them,
+# not this make's flags (under -j, a jobserver they cannot reach; command-line variables such as VLLM=).
+TEST_ENV := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL
+# A fresh clone's time is mostly the serving environments' downloads (vLLM 0.13's torch brings 4.3 GB of CUDA
+# libraries from PyPI): they install while the infrastructure tests run (CPU), then each serving suite runs
+# alone, as each starts a Triton server with a vLLM engine (docs/benchmarks.md, "Test time").
+test:
+	$(MAKE) --no-print-directory -j3 test-infra $(addprefix serve-env-,$(VLLM_VERSIONS))
+	$(MAKE) --no-print-directory $(addprefix test-container-,$(VLLM_VERSIONS))
 
 test-infra: venv node
-	$(VENV)/bin/pytest tests --ignore=tests/container $(HOG_OPTION)
+	$(TEST_ENV) $(VENV)/bin/pytest tests --ignore=tests/container $(HOG_OPTION)
 
 lint: venv synth
 	$(VENV)/bin/ruff check .
@@ -249,12 +257,14 @@ $(SERVE_VENV)/.installed: $(SERVE_REQS)
 test-container: serve-env
 	@echo "serving tests on vLLM $(VLLM) ($(SERVE_VENV))"
 	mkdir -p build
-	$(SERVE_VENV)/bin/pytest tests/container -q --basetemp=build/pytest-container-$(VLLM) $(HOG_OPTION)
+	$(TEST_ENV) $(SERVE_VENV)/bin/pytest tests/container -q --basetemp=build/pytest-container-$(VLLM) $(HOG_OPTION)
 
-# A static pattern rule: make searches no implicit rule for a phony target.
-.PHONY: $(addprefix test-container-,$(VLLM_VERSIONS))
+# Static pattern rules: make searches no implicit rule for a phony target.
+.PHONY: $(addprefix test-container-,$(VLLM_VERSIONS)) $(addprefix serve-env-,$(VLLM_VERSIONS))
 $(addprefix test-container-,$(VLLM_VERSIONS)): test-container-%:
 	$(MAKE) --no-print-directory test-container VLLM=$*
+$(addprefix serve-env-,$(VLLM_VERSIONS)): serve-env-%:
+	$(MAKE) --no-print-directory serve-env VLLM=$*
 
 # The shop's own catalog: JSON Lines or CSV in, an index folder (and optionally its upload to S3) out.
 CATALOG ?=
