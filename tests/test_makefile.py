@@ -134,3 +134,24 @@ def test_validate_strict_is_a_make_variable_that_reaches_the_validator():
 
     assert validate("STRICT=1").endswith("-m settings config/default.yaml --strict")
     assert validate().endswith("-m settings config/default.yaml")
+
+
+def test_make_test_installs_the_serving_environments_while_the_infrastructure_tests_run():
+    """A fresh clone's time is mostly the serving environments' downloads: they run beside test-infra (-j),
+    and every test session starts without make's flags (a jobserver a make in a test cannot reach)."""
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", "test", "CPU_HOG=2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={key: value for key, value in os.environ.items() if not key.startswith("MAKE")},
+    )
+    lines = done.stdout.splitlines()
+    parallel = next(line for line in lines if "test-infra" in line and "-j" in shlex.split(line)[2])
+    assert {"serve-env-0.32.0", "serve-env-0.13.0"} <= set(shlex.split(parallel))
+    sessions = [line for line in lines if "/bin/pytest tests" in line]
+    assert len(sessions) == 3, sessions  # the infrastructure suite, then the serving suite on each vLLM
+    for session in sessions:
+        assert session.startswith("env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL "), session
+        assert session.endswith("--cpu-hog=2"), session
