@@ -87,12 +87,18 @@ HOG_OPTION = $(if $(CPU_HOG),--cpu-hog=$(CPU_HOG))
 # Tests run make themselves (make -n of a recipe, make index): they get the environment a shell gives them,
 # not this make's flags (under -j, a jobserver they cannot reach; command-line variables such as VLLM=).
 TEST_ENV := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL
-# A fresh clone's time is mostly the serving environments' downloads (vLLM 0.13's torch brings 4.3 GB of CUDA
-# libraries from PyPI): they install while the infrastructure tests run (CPU), then each serving suite runs
-# alone, as each starts a Triton server with a vLLM engine (docs/benchmarks.md, "Test time").
+# A fresh clone's time is mostly the serving environments' installs (downloads: vLLM 0.13's torch brings 4.3 GB
+# of CUDA libraries from PyPI): they run while the suites run, which are CPU. The suites run one after another
+# (each serving suite starts a Triton server with a vLLM engine), each serving suite once its environment is
+# there: the infrastructure suite, vLLM 0.32's, vLLM 0.13's (docs/benchmarks.md, "Test time").
+# The last serving environment (the largest, vLLM 0.13's) is named first so that its install starts first.
 test:
-	$(MAKE) --no-print-directory -j3 test-infra $(addprefix serve-env-,$(VLLM_VERSIONS))
-	$(MAKE) --no-print-directory $(addprefix test-container-,$(VLLM_VERSIONS))
+	$(MAKE) --no-print-directory -j3 TEST_IN_ORDER=1 serve-env-$(word 2,$(VLLM_VERSIONS)) \
+		test-container-$(word 2,$(VLLM_VERSIONS))
+ifneq ($(TEST_IN_ORDER),)
+test-container-$(word 1,$(VLLM_VERSIONS)): test-infra serve-env-$(word 1,$(VLLM_VERSIONS))
+test-container-$(word 2,$(VLLM_VERSIONS)): test-container-$(word 1,$(VLLM_VERSIONS)) serve-env-$(word 2,$(VLLM_VERSIONS))
+endif
 
 test-infra: venv node
 	$(TEST_ENV) $(VENV)/bin/pytest tests --ignore=tests/container $(HOG_OPTION)
