@@ -126,7 +126,7 @@ class ChatFormat:
     clean: Callable[[str], str] = _identity
     # The prompt's tokens as the engine counts them (with the BOS it adds); None: count_tokens.
     count_prompt_tokens: Callable[[str], int] | None = None
-    # count_tokens of several texts in one call (the product lines of a prompt); None: one call per text.
+    # count_tokens of several texts (a prompt's product lines), cheaper per text; None: count_tokens each.
     count_tokens_batch: Callable[[list[str]], list[int]] | None = None
 
     @classmethod
@@ -210,7 +210,7 @@ class ChatFormat:
         )
 
     def count_each(self, texts: list[str]) -> list[int]:
-        """count_tokens of each text, in one tokenizer call where the tokenizer offers one."""
+        """count_tokens of each text, through count_tokens_batch where the tokenizer offers it."""
         if self.count_tokens_batch is not None:
             return self.count_tokens_batch(texts)
         return [self.count_tokens(text) for text in texts]

@@ -92,7 +92,8 @@ def product_block(products: Sequence[Product], chat: ChatFormat, budget: int) ->
     ]
     lines: list[str] = []
     used = 0
-    # All lines counted in one tokenizer call: a call per line cost most of a request's preparation.
+    # Counted through the tokenizer's backend (count_each): transformers' encode() per line cost most of a
+    # request's preparation.
     for line, tokens in zip(candidates, chat.count_each(candidates), strict=True):
         cost = tokens + 1
         if lines and used + cost > budget:

@@ -2,8 +2,9 @@
 
 The engine loop serves every stream's tokens: a request prepared on it held all of them for the time it
 took (at 16 streams the assistant lost 270 ms of TTFT p50 and 14% of its tokens/s against the same prompt
-fed straight through). On one worker, the loop only hands the text over and picks the result up; the
-tokenizer's and the index's native calls release the GIL, so most of the work runs beside the loop.
+fed straight through). On one worker, the loop only hands the text over and picks the result up. The
+worker shares the GIL with the loop, but Python hands the GIL to a waiting thread every switch interval
+(5 ms), so a preparation holds the loop for at most that at a time, where it held it for all its length.
 
 One worker keeps the arrival order: requests are prepared, and reach the engine, in the order they came.
 The queue in front of it is bounded by admission (a replica admits its batch slots and queue, no more).
