@@ -32,7 +32,7 @@ CDK := npx --no-install cdk --no-notices
 
 help:
 	@echo "make synth [CONFIG=file]   synthesize every stack of a config into cdk.out/ (offline)"
-	@echo "make test                  run the whole test suite (the serving tests on each vLLM version)"
+	@echo "make test [CPU_HOG=2]      run the whole test suite (the serving tests on each vLLM version), optionally beside busy processes"
 	@echo "make test-container [VLLM=0.13.0]   the serving tests on one vLLM version (default $(VLLM_DEFAULT))"
 	@echo "make lint                  ruff, cfn-lint on cdk.out, hadolint on the Dockerfile"
 	@echo "make docs                  regenerate docs/configuration.md, build the docs site strict into build/site/"
@@ -81,10 +81,27 @@ synth: validate node
 
 # test-infra builds the docs site strict as well (tests/docsite/), as `make docs` does, but from the pages as
 # committed: a configuration reference that no longer matches the models fails there instead of being rewritten.
-test: test-infra $(addprefix test-container-,$(VLLM_VERSIONS))
+# CPU_HOG=N: N busy processes beside each test session (tests/cpu_hog.py), as on a busy machine or CI runner.
+CPU_HOG ?=
+HOG_OPTION = $(if $(CPU_HOG),--cpu-hog=$(CPU_HOG))
+# Tests run make themselves (make -n of a recipe, make index): they get the environment a shell gives them,
+# not this make's flags (under -j, a jobserver they cannot reach; command-line variables such as VLLM=).
+TEST_ENV := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL
+# A fresh clone's time is mostly the serving environments' installs (downloads: vLLM 0.13's torch brings 4.3 GB
+# of CUDA libraries from PyPI): they run while the suites run, which are CPU. The suites run one after another
+# (each serving suite starts a Triton server with a vLLM engine), each serving suite once its environment is
+# there: the infrastructure suite, vLLM 0.32's, vLLM 0.13's (docs/benchmarks.md, "Test time").
+# The last serving environment (the largest, vLLM 0.13's) is named first so that its install starts first.
+test:
+	$(MAKE) --no-print-directory -j3 TEST_IN_ORDER=1 serve-env-$(word 2,$(VLLM_VERSIONS)) \
+		test-container-$(word 2,$(VLLM_VERSIONS))
+ifneq ($(TEST_IN_ORDER),)
+test-container-$(word 1,$(VLLM_VERSIONS)): test-infra serve-env-$(word 1,$(VLLM_VERSIONS))
+test-container-$(word 2,$(VLLM_VERSIONS)): test-container-$(word 1,$(VLLM_VERSIONS)) serve-env-$(word 2,$(VLLM_VERSIONS))
+endif
 
 test-infra: venv node
-	$(VENV)/bin/pytest tests --ignore=tests/container
+	$(TEST_ENV) $(VENV)/bin/pytest tests --ignore=tests/container $(HOG_OPTION)
 
 lint: venv synth
 	$(VENV)/bin/ruff check .
@@ -246,12 +263,14 @@ $(SERVE_VENV)/.installed: $(SERVE_REQS)
 test-container: serve-env
 	@echo "serving tests on vLLM $(VLLM) ($(SERVE_VENV))"
 	mkdir -p build
-	$(SERVE_VENV)/bin/pytest tests/container -q --basetemp=build/pytest-container-$(VLLM)
+	$(TEST_ENV) $(SERVE_VENV)/bin/pytest tests/container -q --basetemp=build/pytest-container-$(VLLM) $(HOG_OPTION)
 
-# A static pattern rule: make searches no implicit rule for a phony target.
-.PHONY: $(addprefix test-container-,$(VLLM_VERSIONS))
+# Static pattern rules: make searches no implicit rule for a phony target.
+.PHONY: $(addprefix test-container-,$(VLLM_VERSIONS)) $(addprefix serve-env-,$(VLLM_VERSIONS))
 $(addprefix test-container-,$(VLLM_VERSIONS)): test-container-%:
 	$(MAKE) --no-print-directory test-container VLLM=$*
+$(addprefix serve-env-,$(VLLM_VERSIONS)): serve-env-%:
+	$(MAKE) --no-print-directory serve-env VLLM=$*
 
 # The shop's own catalog: JSON Lines or CSV in, an index folder (and optionally its upload to S3) out.
 CATALOG ?=
@@ -272,8 +291,10 @@ ask: serve-env
 	PYTHONPATH=container $(SERVE_VENV)/bin/python -m local.ask "$(Q)"
 
 PROFILE_OUT ?=
+STREAMS ?=
 bench-serving: serve-env
-	$(SERVE_VENV)/bin/python bench/serving_ttft.py $(if $(PROFILE_OUT),--profile-out "$(PROFILE_OUT)")
+	$(SERVE_VENV)/bin/python bench/serving_ttft.py $(if $(PROFILE_OUT),--profile-out "$(PROFILE_OUT)") \
+		$(if $(STREAMS),--streams $(STREAMS))
 
 bench-retrieval: serve-env
 	$(SERVE_VENV)/bin/python bench/retrieval_index.py

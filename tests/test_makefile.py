@@ -134,3 +134,28 @@ def test_validate_strict_is_a_make_variable_that_reaches_the_validator():
 
     assert validate("STRICT=1").endswith("-m settings config/default.yaml --strict")
     assert validate().endswith("-m settings config/default.yaml")
+
+
+def test_make_test_installs_the_serving_environments_while_the_suites_run():
+    """A fresh clone's time is mostly the serving environments' installs: they start first and run beside the
+    suites (-j), the suites run one after another, and every test session starts without make's flags (a
+    jobserver a make in a test cannot reach)."""
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", "test", "CPU_HOG=2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={key: value for key, value in os.environ.items() if not key.startswith("MAKE")},
+    )
+    lines = [line for line in done.stdout.splitlines() if "WARNING" not in line]
+    assert re.match(r"make .*-j3 .*serve-env-0\.13\.0", lines[0]), lines[0]
+    sessions = [number for number, line in enumerate(lines) if "/bin/pytest tests" in line]
+    suites = [lines[number].split("/bin/pytest")[0] for number in sessions]
+    # The infrastructure suite, then the serving suite on each vLLM version.
+    assert [suite.split()[-1] for suite in suites] == [".venv", ".venv-serve", ".venv-serve-0.13"], suites
+    install = lines.index("make --no-print-directory serve-env VLLM=0.13.0")
+    assert install < sessions[0], "vLLM 0.13's install must start before the first suite, not after it"
+    for number in sessions:
+        assert lines[number].startswith("env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL "), lines[number]
+        assert lines[number].endswith("--cpu-hog=2"), lines[number]

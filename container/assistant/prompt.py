@@ -10,7 +10,7 @@ length is bounded whatever the catalog holds, and catalog text cannot forge prom
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from assistant.catalog import Product
 from assistant.chat import ChatFormat
@@ -56,16 +56,24 @@ def format_price(price: float | None, currency: str) -> str:
     return f"{sign}{price:,.2f}" if sign else f"{price:,.2f} {currency}"
 
 
-def product_line(number: int, product: Product) -> str:
-    """One product as the model sees it: `3. Title; $129.99; 4.6/5; a few words the title does not say`."""
-    title = _one_line(product.title, MAX_TITLE_CHARS)
+def _unchanged(text: str) -> str:
+    return text
+
+
+def product_line(number: int, product: Product, clean: Callable[[str], str] = _unchanged) -> str:
+    """One product as the model sees it: `3. Title; $129.99; 4.6/5; a few words the title does not say`.
+
+    `clean` is applied to the title and description before they are cut to length, so control-token text
+    takes no room in the line."""
+    title = _one_line(clean(product.title), MAX_TITLE_CHARS)
     parts = [f"{number}. {title}", format_price(product.price, product.currency)]
     if product.rating is not None:
         parts.append(f"{product.rating:.1f}/5")
-    if product.description:
+    description = clean(product.description) if product.description else ""
+    if description:
         # What the title already says costs tokens and tells the model nothing: keep the other words.
         title_words = {word.lower() for word in _WORD.findall(title)}
-        first_sentence = product.description.split(". ", 1)[0]
+        first_sentence = description.split(". ", 1)[0]
         rest = " ".join(
             word
             for word in first_sentence.split()
@@ -78,15 +86,16 @@ def product_line(number: int, product: Product) -> str:
 
 def product_block(products: Sequence[Product], chat: ChatFormat, budget: int) -> list[str]:
     """Product lines in rank order while they fit the token budget (the first always does, trimmed)."""
+    candidates = [
+        chat.clean(product_line(number, product, chat.clean))
+        for number, product in enumerate(products[:MAX_PRODUCTS], start=1)
+    ]
     lines: list[str] = []
     used = 0
-    for number, product in enumerate(products[:MAX_PRODUCTS], start=1):
-        # Cleaned before the line is cut to length, so control-token text takes no room in it.
-        product = product.model_copy(
-            update={"title": chat.clean(product.title), "description": chat.clean(product.description)}
-        )
-        line = chat.clean(product_line(number, product))
-        cost = chat.count_tokens(line) + 1
+    # Counted through the tokenizer's backend (count_each): transformers' encode() per line cost most of a
+    # request's preparation.
+    for line, tokens in zip(candidates, chat.count_each(candidates), strict=True):
+        cost = tokens + 1
         if lines and used + cost > budget:
             break
         lines.append(line)

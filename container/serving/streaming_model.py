@@ -1,8 +1,9 @@
 """The shape both Triton models share: execute() only schedules, the engine loop streams, a thread sends.
 
 execute() takes each request's response sender, validates its inputs (a bad request gets its own error at
-once) and hands the work to the engine's event-loop thread. There the request is prepared (the assistant
-plans, retrieves and builds its prompt; the pass-through uses the text as it is) and streamed from vLLM.
+once) and hands the work to the engine's event-loop thread. The request is prepared on a worker thread beside
+the loop (the assistant plans, retrieves and builds its prompt; the pass-through counts its tokens) and then
+streamed from vLLM.
 Responses, cancellation checks, metric updates and log lines go through the outbox thread, so nothing that
 waits on Triton's parent process or a pipe holds up the loop that serves every stream.
 
@@ -124,6 +125,7 @@ class StreamingModel:
         from serving.host_gauge import HostGaugeBoard
         from serving.log_writer import LineWriter
         from serving.outbox import Outbox
+        from serving.prepare_worker import PrepareWorker
         from serving.replicas import placement
         from serving.triton_metrics import ServingMetrics
 
@@ -159,6 +161,7 @@ class StreamingModel:
         self.healthy = True
         self.draining = False
         self.outbox = Outbox()
+        self.prepare_worker = PrepareWorker(self.prepare)
         # EMF lines: off the outbox thread, which sends every stream's tokens (serving/log_writer.py).
         self.log_writer = LineWriter(report_drops=self._drops_line)
         self.metrics = ServingMetrics(pb_utils, self.model_name, replica=self.replica.index)
@@ -258,6 +261,7 @@ class StreamingModel:
                 break
             time.sleep(0.2)
         self.engine.stop(timeout_s=ENGINE_SHUTDOWN_TIMEOUT_S)
+        self.prepare_worker.stop()
         self._kill_leftover_processes()
         self.gauge_board.leave()
         self.outbox.stop()
@@ -298,14 +302,12 @@ class StreamingModel:
         self.live[live.request_id] = live
         self.outbox.watch(live)
         self._publish_counts()
-        outcome, ttft_ms, prepared, prepare_ms = "failed", None, None, None
+        outcome, ttft_ms, prepared, prepare_time = "failed", None, None, None
         input_tokens, output_tokens = None, 0
         try:
-            prepare_started = time.perf_counter()
-            # On the loop itself: plan + retrieve + prompt take well under a millisecond at p50; handing
-            # them to a thread cost ~10 ms (the result waits for the GIL the busy loop thread holds).
-            prepared = self.prepare(parsed.text)
-            prepare_ms = (time.perf_counter() - prepare_started) * 1000.0
+            # Off the loop, which serves every stream's tokens (serving/prepare_worker.py): one worker, in
+            # arrival order; a cancel while it waits or runs raises CancelledError here.
+            prepared, prepare_time = await self.prepare_worker.prepare(parsed.text)
             if live.cancelled:  # gone while we planned and retrieved: never reaches the engine
                 raise asyncio.CancelledError
             kind = RequestOutputKind.DELTA if parsed.stream else RequestOutputKind.CUMULATIVE
@@ -393,8 +395,10 @@ class StreamingModel:
                 self.engine_stats.idle()
             properties = {
                 "Intent": prepared.intent if prepared and prepared.intent else "none",
-                # Plan + retrieve + prompt time: the assistant's own share of TTFT (a property, not a metric).
-                "PrepareMs": None if prepare_ms is None else round(prepare_ms, 3),
+                # Plan + retrieve + prompt time: the assistant's own share of TTFT (a property, not a metric),
+                # and the worker's CPU for it (the wall time also holds waits for a core or the GIL).
+                "PrepareMs": None if prepare_time is None else round(prepare_time.wall_ms, 3),
+                "PrepareCpuMs": None if prepare_time is None else round(prepare_time.cpu_ms, 3),
                 "Stream": parsed.stream,
             }
             self.outbox.put(

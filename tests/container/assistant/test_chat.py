@@ -151,3 +151,29 @@ def test_any_text_up_to_the_cap_is_cleaned_of_every_token_within_budget(pieces: 
     cleaned = clean(text)
     assert not any(token in cleaned for token in LLAMA3_SPECIAL)
     assert _cleaning_seconds(clean, text) < CLEANING_BUDGET_S
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    texts=st.lists(
+        st.lists(
+            st.sampled_from(["<|eot_id|>", "<|start_header_id|>", "boots", " ", "é", "\n", "$129.99", "ab"]),
+            max_size=12,
+        ).map("".join),
+        max_size=6,
+    )
+)
+def test_counting_several_texts_at_once_counts_as_one_at_a_time(llama_style: str, texts: list[str]) -> None:
+    """The prompt's product lines are counted through the fast tokenizer's backend: the same counts."""
+    chat = _loaded(llama_style)
+    assert chat.count_tokens_batch is not None
+    assert chat.count_each(texts) == [chat.count_tokens(text) for text in texts]
+
+
+_LOADED: dict[str, ChatFormat] = {}
+
+
+def _loaded(path: str) -> ChatFormat:
+    if path not in _LOADED:
+        _LOADED[path] = ChatFormat.load(path)
+    return _LOADED[path]

@@ -1,0 +1,204 @@
+"""A request's own work runs beside the engine loop, in arrival order, and a cancelled request is never
+prepared: the loop that serves every stream's tokens is free while a request is planned and retrieved."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import SimpleNamespace
+
+from assistant.request import RequestError
+from serving.outbox import LiveRequest
+from serving.prepare_worker import PrepareWorker
+from serving.streaming_model import ServingRequest, StreamingModel
+
+WAIT_S = 10.0
+
+
+def test_preparations_run_in_arrival_order_on_one_worker() -> None:
+    order: list[str] = []
+    threads: set[str] = set()
+
+    def prepare(text: str) -> str:
+        order.append(text)
+        threads.add(threading.current_thread().name)
+        return text.upper()
+
+    worker = PrepareWorker(prepare)
+
+    async def main() -> list[tuple[str, float]]:
+        return await asyncio.gather(*(worker.prepare(f"q{number}") for number in range(20)))
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        worker.stop()
+    assert order == [f"q{number}" for number in range(20)]
+    assert [prepared for prepared, _ in results] == [f"Q{number}" for number in range(20)]
+    assert all(time.wall_ms >= 0 and time.cpu_ms >= 0 for _, time in results)
+    assert len(threads) == 1 and threading.main_thread().name not in threads
+
+
+def test_a_request_cancelled_while_it_waits_for_the_worker_is_never_prepared() -> None:
+    release = threading.Event()
+    prepared: list[str] = []
+
+    def prepare(text: str) -> str:
+        if text == "first":
+            assert release.wait(WAIT_S)
+        prepared.append(text)
+        return text
+
+    worker = PrepareWorker(prepare)
+
+    async def main() -> None:
+        first = asyncio.ensure_future(worker.prepare("first"))
+        second = asyncio.ensure_future(worker.prepare("second"))
+        third = asyncio.ensure_future(worker.prepare("third"))
+        await asyncio.sleep(0)  # all three handed to the worker; "first" holds it
+        second.cancel()
+        # Its cancellation reaches the worker's queue through the loop: wait for it before "first" ends.
+        await asyncio.wait([second])
+        release.set()
+        assert (await first)[0] == "first" and (await third)[0] == "third"
+        assert second.cancelled()
+
+    try:
+        asyncio.run(main())
+    finally:
+        worker.stop()
+    assert prepared == ["first", "third"]
+
+
+def test_an_error_of_the_preparation_reaches_the_request() -> None:
+    def prepare(text: str) -> str:
+        raise RequestError("text_input: too long")
+
+    worker = PrepareWorker(prepare)
+
+    async def main() -> str:
+        try:
+            await worker.prepare("x")
+        except RequestError as err:
+            return str(err)
+        return "no error"
+
+    try:
+        assert asyncio.run(main()) == "text_input: too long"
+    finally:
+        worker.stop()
+
+
+class RecordingOutbox:
+    """The outbox's interface, recording instead of sending (no Triton here; the sends are not under test)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[LiveRequest, object]] = []
+
+    def put(self, job) -> None:
+        pass
+
+    def watch(self, live: LiveRequest) -> None:
+        pass
+
+    def send(self, live: LiveRequest, response, flags: int, *, final: bool) -> None:
+        live.final_queued = live.final_queued or final
+        self.sent.append((live, response))
+
+
+class TritonError:
+    """pb_utils.TritonError's shape (the Python backend's module exists only inside Triton's stub)."""
+
+    CANCELLED = "CANCELLED"
+    INVALID_ARG = "INVALID_ARG"
+    UNAVAILABLE = "UNAVAILABLE"
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        self.message, self.code = message, code
+
+
+class ModelWithoutEngine(StreamingModel):
+    """StreamingModel's request path up to the engine, with no Triton and no vLLM engine (named as such:
+    these tests end every request at its preparation, before the engine would be called)."""
+
+    def __init__(self, prepare) -> None:
+        self.model_name = "test"
+        self.live = {}
+        self._busy_since = None
+        self.healthy = True
+        self._admitted = 1
+        self._admission = threading.Lock()
+        self.outbox = RecordingOutbox()
+        self.engine_stats = SimpleNamespace(idle=lambda: None)
+        self.pb = SimpleNamespace(
+            TRITONSERVER_RESPONSE_COMPLETE_FINAL=1,
+            TritonError=TritonError,
+            InferenceResponse=lambda output_tensors, error: SimpleNamespace(error=error),
+        )
+        self.prepare = prepare
+        self.prepare_worker = PrepareWorker(prepare)
+
+
+def _request(request_id: str) -> tuple[LiveRequest, ServingRequest]:
+    live = LiveRequest(request_id, sender=None, arrival=0.0, stream=True)
+    return live, ServingRequest(text=request_id, stream=True, prepend_input=False, sampling={})
+
+
+def test_the_engine_loop_keeps_running_while_a_request_is_prepared() -> None:
+    """Without the worker, prepare() held the loop: the loop could not set the event it waits for."""
+    loop_ran = threading.Event()
+    saw: list[bool] = []
+
+    def prepare(text: str):
+        saw.append(loop_ran.wait(WAIT_S))  # set by a coroutine on the loop, which must be free meanwhile
+        raise RequestError("the prompt does not fit")  # ends the request before the engine
+
+    model = ModelWithoutEngine(prepare)
+
+    async def main() -> None:
+        live, parsed = _request("r1")
+        serving = asyncio.ensure_future(model._serve(live, parsed))
+
+        async def on_the_loop() -> None:
+            loop_ran.set()
+
+        await asyncio.gather(serving, on_the_loop())
+
+    try:
+        asyncio.run(main())
+    finally:
+        model.prepare_worker.stop()
+    assert saw == [True]
+    # The request still ended as the client's mistake, with its own error.
+    [(_, response)] = model.outbox.sent
+    assert response.error.code == "INVALID_ARG" and model._admitted == 0 and not model.live
+
+
+def test_a_request_cancelled_while_it_is_prepared_never_reaches_the_engine() -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def prepare(text: str):
+        started.set()
+        assert release.wait(WAIT_S)
+        return SimpleNamespace(prompt=text, products=[], stop_token_ids=(), intent="")
+
+    model = ModelWithoutEngine(prepare)  # no engine: reaching it would fail with AttributeError
+
+    async def main() -> None:
+        live, parsed = _request("r1")
+        serving = asyncio.ensure_future(model._serve(live, parsed))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        live.cancelled = True  # as the outbox thread marks a client that went away
+        live.on_cancel()
+        await asyncio.wait_for(serving, WAIT_S)
+        release.set()
+
+    try:
+        asyncio.run(main())
+    finally:
+        release.set()
+        model.prepare_worker.stop()
+    [(_, response)] = model.outbox.sent
+    assert response.error.code == "CANCELLED"
+    assert model._admitted == 0 and not model.live
