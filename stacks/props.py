@@ -31,6 +31,7 @@ from orchestrator.routing import config_source
 from settings.cells import Cell, split_hosts
 from settings.schema import FleetConfig, Settings, s3_bucket, s3_prefix
 from stacks import routing_names
+from stacks.base_image import pinned_base_image
 
 # Re-exported: the app and the tests name stacks through this module.
 from stacks.routing_names import (
@@ -148,7 +149,12 @@ def image_source(settings: Settings, region: str, fleet: FleetConfig) -> ImageSo
     uri = settings.image_uri(region, fleet.instance.family)
     if uri:
         return ImageSource(image_uri=uri)
-    return ImageSource(asset_directory=str(CONTAINER_DIRECTORY), asset_exclude=CONTAINER_ASSET_EXCLUDE)
+    pinned = pinned_base_image(CONTAINER_DIRECTORY)
+    return ImageSource(
+        asset_directory=str(CONTAINER_DIRECTORY),
+        asset_exclude=CONTAINER_ASSET_EXCLUDE,
+        asset_build_args=(("BASE_IMAGE", pinned),) if pinned else (),
+    )
 
 
 def engine_environment(settings: Settings, region: str) -> tuple[tuple[str, str], ...]:

@@ -23,6 +23,8 @@ class ImageSource:
     image_uri: str | None = None
     asset_directory: str | None = None
     asset_exclude: tuple[str, ...] = ()
+    # Docker build arguments of the asset build: the base image pinned by digest (stacks/base_image.py).
+    asset_build_args: tuple[tuple[str, str], ...] = ()
 
     @property
     def pulls_from_ecr(self) -> bool:
@@ -46,4 +48,8 @@ class ImageSource:
             return ecs.ContainerImage.from_ecr_repository(repository, ecr_image["tag"] or ecr_image["digest"])
         if not self.asset_directory:
             raise ValueError("ImageSource needs image_uri or asset_directory")
-        return ecs.ContainerImage.from_asset(self.asset_directory, exclude=list(self.asset_exclude))
+        return ecs.ContainerImage.from_asset(
+            self.asset_directory,
+            exclude=list(self.asset_exclude),
+            build_args=dict(self.asset_build_args) or None,
+        )
