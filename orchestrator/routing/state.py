@@ -34,7 +34,7 @@ class RunState:
     def _json(self, decisions: list[dict[str, Any]]) -> str:
         return json.dumps(
             {
-                "memory": {region: [m.bad_runs, m.good_runs] for region, m in self.memory.items()},
+                "memory": {region: [m.bad_runs, m.good_runs, m.recent] for region, m in self.memory.items()},
                 "minute": self.minute,
                 "targets": self.targets,
                 "removed": self.removed,
@@ -61,8 +61,9 @@ class RunState:
 def _memory(value: Any) -> RegionMemory:
     if isinstance(value, dict):  # the layout before the state was bounded
         return RegionMemory(int(value.get("bad_runs", 0)), int(value.get("good_runs", 0)))
-    bad, good = value
-    return RegionMemory(int(bad), int(good))
+    # [bad, good] before the M-of-N window was kept; [bad, good, recent] since.
+    bad, good, *recent = value
+    return RegionMemory(int(bad), int(good), int(recent[0]) if recent else 0)
 
 
 def parse_state(text: str | None) -> RunState:

@@ -43,7 +43,8 @@ HEALTHY = MinuteOfRegion(
     serving_slots=384,
     requests_in_flight=200,
 )
-SLOW = HEALTHY.model_copy(update={"slow_first_token_share": 0.2})
+# A hard fault: 20% of requests failed (slow first tokens alone never make a region bad).
+FAILING = HEALTHY.model_copy(update={"error_share": 0.2})
 
 
 _clients: dict[tuple[str, str], object] = {}
@@ -334,7 +335,7 @@ def test_a_missing_health_check_parameter_never_writes_a_record_without_its_heal
     # us-east-2 drains (weight changes) while its health check parameter is unreadable.
     for offset in (1, 2, 3):
         run = START + timedelta(minutes=offset)
-        publish_for_run(run, {"us-east-1": HEALTHY, "us-east-2": SLOW})
+        publish_for_run(run, {"us-east-1": HEALTHY, "us-east-2": FAILING})
         lambda_handler.run(config, client, "us-east-1", run, None)
     records = read_records(route53, config.hosted_zone_id, DOMAIN)
     assert records["us-east-2"].weight == config.policy.floor
@@ -345,7 +346,7 @@ def test_a_missing_health_check_parameter_never_writes_a_record_without_its_heal
 def test_a_duplicate_delivery_of_one_event_steps_once(config, lambda_environment):
     for offset in range(3):
         run = START + timedelta(minutes=offset)
-        publish_for_run(run, {"us-east-1": SLOW, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
+        publish_for_run(run, {"us-east-1": FAILING, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
         lambda_handler.handler(event(run), Context())
     after_three = weights_in_route53(config)
     last = START + timedelta(minutes=2)
@@ -407,10 +408,10 @@ def _drain_setup(config) -> datetime:
     """Two runs: us-east-1 confirmed bad; the third run's minute is returned, published."""
     for offset in range(2):
         run = START + timedelta(minutes=offset)
-        publish_for_run(run, {"us-east-1": SLOW, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
+        publish_for_run(run, {"us-east-1": FAILING, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
         lambda_handler.run(config, client, "us-east-1", run, event(run)["time"])
     run = START + timedelta(minutes=2)
-    publish_for_run(run, {"us-east-1": SLOW, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
+    publish_for_run(run, {"us-east-1": FAILING, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
     return run
 
 
