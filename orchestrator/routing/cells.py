@@ -19,6 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from .policy import (
+    MAX_WEIGHT,
     Decision,
     PolicyParams,
     RegionDecision,
@@ -285,6 +286,12 @@ def decide_cells(
             followed,
         )
         new_memory.update(cell_memory)
+        if sum(split.values()) > MAX_WEIGHT:
+            # A region's record set is read as one weight by the fleet dashboard and the game day: keep
+            # it within Route 53's range, the silent cells holding theirs.
+            kept = {n: w for n, w in split.items() if n not in silent.get(region, ())}
+            room = MAX_WEIGHT - (sum(split.values()) - sum(kept.values()))
+            split.update(apportion(max(room, 0), {n: float(w) for n, w in kept.items()}))
         for index, cell_decision in enumerate(cell_decisions):
             if cell_decision.region in pins:
                 split[cell_decision.region] = pins[cell_decision.region]

@@ -1,7 +1,8 @@
 """What one run leaves for the next, as JSON in an SSM parameter only the orchestrator writes: each
 region's streaks, the minute last decided with the absolute weights decided for it (so a repeated or
 retried delivery of that minute re-applies the same targets instead of stepping again), how many runs
-each record no longer in config has been seen, and the last few decisions, which `make traffic` shows.
+each record no longer in config has been seen, the last few decisions, which `make traffic` shows (and
+which say what weights a minute's requests followed), and the metrics minute each target last read.
 
 A standard SSM parameter holds 4 KB: the state drops its oldest decisions, then shortens their reasons,
 until it fits (SSM API reference, PutParameter: Value, standard tier 4 KB)."""
@@ -30,6 +31,7 @@ class RunState:
     targets: dict[str, int] = field(default_factory=dict)  # the weights decided for that minute
     removed: dict[str, int] = field(default_factory=dict)  # record not in config -> runs seen since
     decisions: tuple[dict[str, Any], ...] = ()
+    read: dict[str, str] = field(default_factory=dict)  # target -> the metrics minute it last read
 
     def _json(self, decisions: list[dict[str, Any]]) -> str:
         return json.dumps(
@@ -39,6 +41,7 @@ class RunState:
                 "targets": self.targets,
                 "removed": self.removed,
                 "decisions": decisions,
+                "read": self.read,
             },
             sort_keys=True,
             separators=(",", ":"),
@@ -78,6 +81,7 @@ def parse_state(text: str | None) -> RunState:
             targets={region: int(w) for region, w in (data.get("targets") or {}).items()},
             removed={region: int(n) for region, n in (data.get("removed") or {}).items()},
             decisions=tuple(data.get("decisions", ())),
+            read={region: str(m) for region, m in (data.get("read") or {}).items()},
         )
     except (ValueError, TypeError, AttributeError):
         return RunState()
