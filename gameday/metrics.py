@@ -37,6 +37,8 @@ def datapoints(raw: Mapping[str, float | None], at: datetime, model: str) -> lis
     if requests >= 1:
         failed = requests * (raw.get("error_share") or 0.0)
         data.append(_statistics("RequestFailed", dimensions, at, requests, failed, 1.0))
+        for metric, key in (("ServingError", "serving_error_share"), ("Shed", "shed_share")):
+            data.append(_statistics(metric, dimensions, at, requests, requests * (raw.get(key) or 0.0), 1.0))
     if reporting >= 1:
         samples = reporting * GAUGE_SAMPLES
         in_flight = raw.get("in_flight") or 0.0

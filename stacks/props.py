@@ -32,7 +32,7 @@ from settings.schema import FleetConfig, Settings, s3_bucket, s3_prefix
 from stacks import routing_names
 
 # Re-exported: the app and the tests name stacks through this module.
-from stacks.routing_names import POWERTOOLS_VERSION, degraded_alarm_name, unfit_alarm_name
+from stacks.routing_names import POWERTOOLS_VERSION, degraded_alarm_name, policy_params, unfit_alarm_name
 from stacks.routing_names import stack_name as stack_name
 
 # The orchestrator Lambda's code: a plain folder, staged as it is.
@@ -316,9 +316,11 @@ def observability_props(settings: Settings, region: str, cell: int = 1) -> Obser
         metrics_namespace=settings.cell_metrics_namespace(this),
         model_name=settings.model.name,
         ttft_p99_threshold_ms=settings.observability.ttft_p99_threshold_ms,
-        # The orchestrator's own bar for failed requests, held as long as it waits before draining.
+        # The orchestrator's own bar for failed requests, on its own M of N.
         target_error_share=settings.routing.error_share,
-        unfit_minutes=settings.routing.bad_runs_to_drain,
+        unfit_minutes=policy_params(settings).bad_runs_in_window,
+        unfit_window_minutes=policy_params(settings).window_runs,
+        slow_first_token_share=settings.routing.slow_first_token_share,
         alarm_email=settings.observability.alarm_email,
     )
 
@@ -385,9 +387,10 @@ def routing_endpoint_props(settings: Settings, region: str, cell: int = 1) -> Ro
         health_check_parameter=routing_names.health_check_parameter(settings, region, cell),
         metrics_namespace=settings.cell_metrics_namespace(this),
         model_name=settings.model.name,
-        slow_first_token_share=routing.slow_first_token_share,
         error_share=routing.error_share,
-        min_healthy_hosts=settings.min_healthy_hosts(region, cell),
         label="" if this.count == 1 else this.name,
         evaluation_minutes=routing.bad_runs_to_drain,
+        alb_ready_path=ready_path(settings),
+        error_bad_minutes=policy_params(settings).bad_runs_in_window,
+        error_window_minutes=policy_params(settings).window_runs,
     )
