@@ -28,13 +28,14 @@ CDK := npx --no-install cdk --no-notices
 
 .PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy preflight \
         index serve ask image bench bench-serving bench-retrieval clean rehearse-routing traffic plan plan-plot \
-        bench-plan gameday bench-gameday
+        bench-plan gameday bench-gameday docs
 
 help:
 	@echo "make synth [CONFIG=file]   synthesize every stack of a config into cdk.out/ (offline)"
 	@echo "make test                  run the whole test suite (the serving tests on each vLLM version)"
 	@echo "make test-container [VLLM=0.13.0]   the serving tests on one vLLM version (default $(VLLM_DEFAULT))"
 	@echo "make lint                  ruff, cfn-lint on cdk.out, hadolint on the Dockerfile"
+	@echo "make docs                  regenerate docs/configuration.md, build the docs site strict into build/site/"
 	@echo "make deploy [WAVES=0] [DRY_RUN=1] | diff | destroy [CONFIG=file]   for users with an AWS account"
 	@echo "make preflight CONFIG=file   check quotas, zones and reservations for a config's events (AWS account)"
 	@echo "make index CATALOG=products.jsonl|.csv [UPLOAD=s3://...] [MAX_BAD_FRACTION=0.01] [MAX_BAD_ROWS=10000]"
@@ -65,7 +66,7 @@ validate: venv
 
 # aws-cdk-lib's built-in CloudFormation validation is skipped here: it checks the templates against the same
 # resource schemas as cfn-lint, which `make lint` and the tests run on every template, and it is most of
-# synth's time (README, "Benchmarks"). `make deploy` and `make diff` keep it.
+# synth's time (docs/benchmarks.md). `make deploy` and `make diff` keep it.
 # Into a clean cdk.out/: templates of a config synthesized before would stay beside this one's, and
 # `make lint` would lint them too.
 synth: validate node
@@ -73,6 +74,8 @@ synth: validate node
 	$(CDK) synth --quiet --no-validation -c config=$(CONFIG) -o cdk.out
 	@echo "templates in cdk.out/: $$(ls cdk.out/*.template.json | xargs -n1 basename | tr '\n' ' ')"
 
+# test-infra builds the docs site strict as well (tests/docsite/), as `make docs` does, but from the pages as
+# committed: a configuration reference that no longer matches the models fails there instead of being rewritten.
 test: test-infra $(addprefix test-container-,$(VLLM_VERSIONS))
 
 test-infra: venv node
@@ -180,6 +183,15 @@ bench-gameday: venv node
 
 clean:
 	rm -rf cdk.out .pytest_cache .ruff_cache
+
+# ---- documentation (docs/, mkdocs.yml) -----------------------------------------------------------
+# The configuration reference is written from the settings models first (docsite/config_reference.py), then
+# docs/ is built into build/site/ strict: a broken link or anchor, a page missing from the nav or a nav entry
+# without its page fails. Offline: nothing is fetched at build time.
+docs: venv
+	$(VENV)/bin/python -m docsite.config_reference
+	$(VENV)/bin/mkdocs build --strict
+	@echo "site in build/site/ (open build/site/index.html)"
 
 # ---- serving container (container/) --------------------------------------------------------------
 # Three pip steps on purpose (see container/requirements/*.txt): 1. vLLM, its torch and the test tools, one

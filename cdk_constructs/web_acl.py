@@ -51,7 +51,7 @@ class WebAclProps:
     rate_limit_per_ip: int  # per client, as rate_limit_key counts them
     rate_limit_window_seconds: int
     # "ip": the connecting address; "forwarded_ip": the first address in `rate_limit_header`; "header": the
-    # header's value (settings/schema.py, WafConfig, says when each fits).
+    # header's value (settings/operations.py, WafConfig, says when each fits).
     rate_limit_key: str = "ip"
     rate_limit_header: str | None = None
     # With a key other than ip: a per-address rule beside it, for requests without the header (WAF leaves

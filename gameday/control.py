@@ -1,6 +1,6 @@
 """One fleet's hosts and tasks, minute by minute, under its deployed control parameters.
 
-Modelled as AWS documents it (README "Game day" lists the sources and the simplifications):
+Modelled as AWS documents it (docs/gameday.md lists the sources and the simplifications):
 - scheduled actions set the service's and the group's min/max at their times; a scalable target whose
   bounds move clamps the desired count into them at once (a lower maximum is a scale-in);
 - target tracking (Application Auto Scaling): the scale-out alarm needs 3 one-minute datapoints above the

@@ -3,7 +3,7 @@ health checks -> the real orchestrator -> Route 53 weights, and the fleets' own 
 
 The unit the loop runs is a routing target: a one-cell region, or one cell (`us-east-1/2`) of a region of
 several, each with its own stack's fleets, alarms, health checks, metrics namespace and weighted record.
-A region's row is its cells' rows added up (README "Game day", "Cells")."""
+A region's row is its cells' rows added up (docs/gameday.md; cells: docs/peak-events.md, "Cells")."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from gameday.scenario import (
 from gameday.serving import Curve, cached_curve
 from gameday.templates import CACHE, Alarm, Deployment, RegionControl
 from orchestrator.routing.config import parse_config
-from planner.plan import Demand
+from planner.demand import Demand
 from planner.profiles import load_profiles
 from planner.simulate import HostGroup
 from settings.schema import Settings

@@ -1,4 +1,4 @@
-"""The game-day scenario file (a public interface, README "Game day"), validated with the same
+"""The game-day scenario file (a public interface, docs/gameday.md), validated with the same
 'file:line: key.path: problem' errors as a config."""
 
 from __future__ import annotations

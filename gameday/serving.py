@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from planner import simulate as simulator
-from planner.plan import Demand, fleet_counts, nominal_capacity, slice_of
+from planner.demand import Demand
+from planner.plan import fleet_counts, nominal_capacity, slice_of
 from planner.simulate import HostGroup, draw_requests, simulate
 
 # Of nominal capacity: coarse where latency is flat, fine near the cliff (a few percent below the bound).

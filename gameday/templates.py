@@ -124,7 +124,8 @@ class HealthCheck:
 
 @dataclass(frozen=True)
 class RegionControl:
-    """One serving stack: a one-cell region, or one cell of a region of several (README, "Cells")."""
+    """One serving stack: a one-cell region, or one cell of a region of several (docs/peak-events.md,
+    "Cells")."""
 
     region: str  # the AWS region
     fleets: tuple[FleetControl, ...]
@@ -162,7 +163,7 @@ def _digest(config: Path) -> str:
         for path in files:
             digest.update(str(path.relative_to(REPO)).encode())
             digest.update(path.read_bytes())
-    # Templates depend on the date for events already under way (README, "Peak events").
+    # Templates depend on the date for events already under way (docs/peak-events.md, "Peak events").
     digest.update(datetime.now(UTC).strftime("%Y-%m-%d").encode())
     return digest.hexdigest()[:16]
 

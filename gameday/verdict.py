@@ -1,5 +1,5 @@
 """Pass or fail: the SLO outside the grace the faults allow, and the properties the whole system owes
-whatever happens (README "Game day", "Verdict"). The SLO, weight steps and task drops are judged per region
+whatever happens (docs/gameday.md, "Verdict"). The SLO, weight steps and task drops are judged per region
 (its cells added up); a drain, a down target's way out of DNS and the wait for hosts per routing target too,
 so a cell drained while it serves fails like a region would."""
 

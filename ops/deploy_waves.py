@@ -200,7 +200,8 @@ def assembly_stacks(assembly: Path) -> set[str]:
 
 
 def deploy_stack(cdk: Sequence[str], assembly: Path, stack: str) -> None:
-    # --exclusively: no stack drags another along (they share no values, see README "What it deploys").
+    # --exclusively: no stack drags another along (they share no values: docs/architecture.md, "What it
+    # deploys").
     subprocess.run([*cdk, "deploy", "--app", str(assembly), "--exclusively", stack], check=True)
 
 

@@ -141,7 +141,7 @@ def show(settings: Settings, client: ClientFactory, now: datetime) -> str:
         seen = run_state.removed.get(region, 0)
         share = record.weight / total
         fate = (
-            "at 0: delete the record by hand (README)"
+            "at 0: delete the record by hand (docs/routing.md, Removing a region)"
             if record.weight == 0
             else f"set to 0 after {after} runs"
         )

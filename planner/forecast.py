@@ -1,6 +1,6 @@
 """Forecast file -> Forecast: the traffic a peak event brings to each region, and the SLO to keep.
 
-The format is a public interface (README, "Capacity planner"); every mistake is reported with its file,
+The format is a public interface (docs/planner.md); every mistake is reported with its file,
 line and key by the same formatter as config errors."""
 
 from __future__ import annotations

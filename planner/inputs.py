@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planner.buckets import MODEL_JSON, prefill_buckets
+from planner.demand import Demand
 from planner.forecast import Forecast, load_forecast
-from planner.plan import Demand
 from planner.prices import SHIPPED as SHIPPED_PRICES
 from planner.prices import Prices, load_prices
 from planner.profiles import Profile, load_profiles, profile_for

@@ -27,7 +27,7 @@ def render(
     made_from: Sequence[tuple[str, str]] = (),
     cells: Mapping[str, int] | None = None,
 ) -> str:
-    """The overlay as YAML in the shape of the README's `events:` example, one fleet per line.
+    """The overlay as YAML in the shape of the `events:` example in docs/peak-events.md, one fleet per line.
 
     made_from: (what, value) pairs the header records, e.g. ("forecast", path), ("CONFIG", path).
     cells: region -> cells, for the regions whose base has too few for the event (see `cells_for`)."""
@@ -75,7 +75,8 @@ def _cell_lines(cells: Mapping[str, int]) -> list[str]:
     if not cells:
         return []
     lines = [
-        f"# A cell runs at most cell_max_hosts hosts (README, Cells): {', '.join(cells)} split into cells.",
+        f"# A cell runs at most cell_max_hosts hosts (docs/peak-events.md, Cells): {', '.join(cells)} split "
+        "into cells.",
         "regions:",
     ]
     return lines + [f"  {region}: {{cells: {count}}}" for region, count in cells.items()]

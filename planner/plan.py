@@ -17,38 +17,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
-from planner.simulate import Balancer, Engine, HostGroup, LogNormal, draw_requests, simulate
-
-if TYPE_CHECKING:
-    from planner.inputs import PlanInputs, RegionInputs
+from planner.demand import Demand
+from planner.inputs import PlanInputs, RegionInputs
+from planner.simulate import Balancer, HostGroup, draw_requests, simulate
 
 
 class PlanError(Exception):
     """The forecast cannot be met as asked (an SLO no fleet size reaches)."""
-
-
-@dataclass(frozen=True)
-class Demand:
-    """One region's traffic as the simulation draws it."""
-
-    prompt: LogNormal
-    output: LogNormal
-    prompt_mean: float
-    output_mean: float
-    max_prompt: int  # the engine's context limit
-    max_output: int
-
-    @property
-    def tokens_per_request(self) -> float:
-        return self.prompt_mean + self.output_mean
-
-    def prefill_mean(self, engine: Engine) -> float:
-        """Prompt tokens an engine prefills per request on average: padded to its buckets, if any."""
-        if not engine.prefill_buckets:
-            return self.prompt_mean
-        return self.prompt.padded_mean(engine.prefill_buckets, self.max_prompt)
 
 
 @dataclass(frozen=True)

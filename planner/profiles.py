@@ -1,6 +1,6 @@
 """Performance profiles: how fast one engine replica of an instance type prefills and decodes.
 
-A profile is a small YAML file (README, "Capacity planner"); the kit ships estimates with their source in
+A profile is a small YAML file (docs/planner.md); the kit ships estimates with their source in
 planner/data/profiles/, and `make bench-serving PROFILE_OUT=file` writes one from a real run that
 `make plan PROFILE=file` (`--profile`) takes instead. A type or TP degree with no file gets a profile
 derived per chip from a shipped one (planner/chips.py), marked as derived and given a wider range.

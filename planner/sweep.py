@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planner.buckets import prefill_buckets
-from planner.plan import Demand, nominal_capacity
+from planner.demand import Demand
+from planner.plan import nominal_capacity
 from planner.profiles import load_profiles
 from planner.simulate import Balancer, HostGroup, LogNormal, draw_requests, simulate
 

@@ -29,7 +29,8 @@ class Cell:
     @property
     def suffix(self) -> str:
         """What a cell adds to the region's stack name, construct ids and namespaces: nothing for a one-cell
-        region and for cell 1, so a region grown to more cells keeps its first stack (see README, Cells)."""
+        region and for cell 1, so a region grown to more cells keeps its first stack (docs/peak-events.md,
+        Cells)."""
         return "" if self.index == 1 else f"-cell{self.index}"
 
 

@@ -1,7 +1,7 @@
 """The global routing stack, deployed once beside the regional ones (in the orchestrator's region): the
 traffic orchestrator and the fleet-wide dashboard. It references no regional resource: it knows regions
 by the names config gives them, and the orchestrator reads what they publish at run time. The weighted
-records and health checks are not here (see README, "Cross-region routing")."""
+records and health checks are not here (see docs/routing.md)."""
 
 from __future__ import annotations
 

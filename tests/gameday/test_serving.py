@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gameday.serving import derive, measure, per_host_rps
-from planner.plan import Demand
+from planner.demand import Demand
 from planner.profiles import load_profiles
 from planner.simulate import HostGroup, LogNormal
 

@@ -149,7 +149,7 @@ def test_cli_refuses_a_bad_config_without_a_traceback(tmp_path, capsys):
 
 @pytest.fixture
 def teardown_config(tmp_path):
-    """The default config with the ALBs' deletion protection turned off, as the README's teardown asks."""
+    """The default config with the ALBs' deletion protection off, as the teardown asks (docs/deploying.md)."""
     path = tmp_path / "teardown.yaml"
     path.write_text(
         f"base: {REPO / 'config' / 'default.yaml'}\nload_balancer:\n  deletion_protection: false\n"
