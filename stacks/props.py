@@ -387,7 +387,7 @@ def routing_endpoint_props(settings: Settings, region: str, cell: int = 1) -> Ro
         health_check_parameter=routing_names.health_check_parameter(settings, region, cell),
         metrics_namespace=settings.cell_metrics_namespace(this),
         model_name=settings.model.name,
-        error_share=routing.error_share,
+        error_share=routing.dns_error_share,
         label="" if this.count == 1 else this.name,
         evaluation_minutes=routing.bad_runs_to_drain,
         alb_ready_path=ready_path(settings),
