@@ -174,7 +174,8 @@ def remember(
 
 def confirmed_bad(params: PolicyParams, memory: RegionMemory, problems: list[str]) -> bool:
     """Bad for long enough to drain: `bad_runs_to_drain` runs in a row, or M of the last N runs."""
-    return (bool(problems) and memory.bad_runs >= params.bad_runs_to_drain) or memory.flapping(params)
+    # Only on a bad run: a good run after a long outage holds (recovering) rather than dropping again.
+    return bool(problems) and (memory.bad_runs >= params.bad_runs_to_drain or memory.flapping(params))
 
 
 def balanced_shares(signals: Mapping[str, RegionSignals], followed: Mapping[str, int]) -> dict[str, float]:

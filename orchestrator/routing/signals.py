@@ -143,16 +143,25 @@ def values_at(results: list[dict[str, Any]], minute: datetime) -> dict[str, floa
 def newest_complete(
     by_minute: dict[datetime, dict[str, float]], after: datetime | None = None
 ) -> datetime | None:
-    """The newest minute newer than `after` whose gauges are both present, with at least COMPLETE_SHARE of
-    the host samples of the fullest older minute in the window; None when there is none."""
+    """The newest minute newer than `after` whose gauges are both present and that is complete: followed by
+    a newer minute, or with at least COMPLETE_SHARE of the host samples of the minute before it; None when
+    there is none."""
     gauged = sorted(
         (m for m, v in by_minute.items() if "inflight_samples" in v and "slots_sum" in v), reverse=True
     )
     for index, minute in enumerate(gauged):
         if after is not None and minute <= after:
             return None
-        older = [by_minute[m]["inflight_samples"] for m in gauged[index + 1 :]]
-        if not older or by_minute[minute]["inflight_samples"] >= COMPLETE_SHARE * max(older):
+        # A minute with a newer one after it has settled; the newest must hold its predecessor's hosts
+        # (a scale-in of more than a tenth in one minute costs one run, never several).
+        older = gauged[index + 1 : index + 2]
+        settled = index > 0
+        if (
+            settled
+            or not older
+            or by_minute[minute]["inflight_samples"]
+            >= COMPLETE_SHARE * by_minute[older[0]]["inflight_samples"]
+        ):
             return minute
     return None
 
