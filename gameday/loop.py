@@ -223,6 +223,9 @@ class CellTwin:
         keys = {
             ("SlowFirstToken", "Average"): "slow_share",
             ("RequestFailed", "Average"): "error_share",
+            # Failed on the server's side and shed for want of a slot, apart (container metrics.py).
+            ("ServingError", "Average"): "serving_error_share",
+            ("Shed", "Average"): "shed_share",
             ("HealthyHostCount", "Minimum"): "healthy_hosts",
             ("TimeToFirstToken", "p99"): "ttft_p99_ms",
         }
@@ -389,7 +392,15 @@ class Twin:
         if down or unreachable or targets == 0:
             row.shed_rps = arriving
             row.error_share = 1.0 if arriving else 0.0
-            for key in ("slow_share", "ttft_p99_ms", "served_requests", "requests", "error_share"):
+            for key in (
+                "slow_share",
+                "ttft_p99_ms",
+                "served_requests",
+                "requests",
+                "error_share",
+                "serving_error_share",
+                "shed_share",
+            ):
                 twin.record(key, minute, None)
             twin.record("target5xx_share", minute, None)  # no target answered
             if unreachable and not down and targets:
@@ -446,6 +457,9 @@ class Twin:
             twin.record(f"inflight:{t}", minute, per_host if count else None)
         twin.record("slow_share", minute, slow if served else None)
         twin.record("error_share", minute, row.error_share if arriving else None)
+        # Sheds and server failures apart: dead engines fail requests, overload sheds them at once.
+        twin.record("serving_error_share", minute, to_dead / arriving if arriving else None)
+        twin.record("shed_share", minute, (to_live - served) / arriving if arriving else None)
         twin.record("ttft_p99_ms", minute, p99 if served else None)
         twin.record("healthy_hosts", minute, float(targets))
         twin.record("elb5xx_percent", minute, 100.0 * (to_live - served) / arriving if arriving else 0.0)
