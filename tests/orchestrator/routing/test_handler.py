@@ -26,6 +26,7 @@ from orchestrator.routing.records import read_records
 from orchestrator.routing.signals import minute_to_read
 from orchestrator.routing.state import MAX_BYTES, RunState, parse_state
 from settings.cells import region_of
+from tests.orchestrator.routing.clock import Clock
 
 REPO = Path(__file__).resolve().parents[3]
 SCENARIOS = sorted((REPO / "scenarios" / "routing").glob("*.yaml"))
@@ -250,28 +251,8 @@ def lambda_environment(config, monkeypatch):
     lambda_handler._boto3_client.cache_clear()
 
 
-class _Clock:
-    """The handler's clock for a test: a few seconds after the scheduled minute it is handed, as EventBridge
-    invokes it (the handler refuses events dated ahead of its clock). Swapped in for the handler module's
-    `datetime` only, as the game day does."""
-
-    now_at = datetime(2027, 7, 8, 12, 0, 5, tzinfo=UTC)
-
-
-class _ClockDatetime(datetime):
-    @classmethod
-    def now(cls, tz=None):  # type: ignore[override]
-        return _Clock.now_at.astimezone(tz) if tz else _Clock.now_at.replace(tzinfo=None)
-
-
-@pytest.fixture(autouse=True)
-def simulated_clock(monkeypatch):
-    monkeypatch.setattr(_Clock, "now_at", datetime(2027, 7, 8, 12, 0, 5, tzinfo=UTC))
-    monkeypatch.setattr(lambda_handler, "datetime", _ClockDatetime)
-
-
 def event(run: datetime) -> dict:
-    _Clock.now_at = run + timedelta(seconds=5)
+    Clock.now_at = run + timedelta(seconds=5)
     return {"time": run.isoformat().replace("+00:00", "Z"), "detail-type": "Scheduled Event"}
 
 
