@@ -45,12 +45,22 @@ def shipped_policy() -> dict:
     return role_policy(template, "TrafficOrchestratorRole", REGION)
 
 
+def _actions(statement: dict) -> list[str]:
+    return statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+
+
 def widened(policy: dict, drop: str | None = None) -> dict:
-    statements = [
-        {**s, "Resource": "*"}
-        for s in policy["Statement"]
-        if drop is None or drop not in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
-    ]
+    """The policy with every resource `*` (moto checks non-S3 resources against `*` only). moto 5.2.5 also
+    names CloudWatch's actions by its endpoint prefix, `monitoring:`, not IAM's `cloudwatch:`: each shipped
+    `cloudwatch:X` is granted under both names, so the CloudWatch reads are checked too, not denied
+    whatever the policy says (a moto quirk, not AWS's behaviour)."""
+    statements = []
+    for statement in policy["Statement"]:
+        actions = _actions(statement)
+        if drop is not None and drop in actions:
+            continue
+        aliases = [f"monitoring:{a.split(':', 1)[1]}" for a in actions if a.startswith("cloudwatch:")]
+        statements.append({**statement, "Action": actions + aliases, "Resource": "*"})
     return {**policy, "Statement": statements}
 
 
