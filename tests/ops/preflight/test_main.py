@@ -39,7 +39,7 @@ class MotoWithStubbedQuotas:
         network_quotas: dict[str, float] | None = None,
         concurrency: tuple[int, int] = (1000, 1000),
         ami_published: bool = True,
-        home: str = "us-east-1",
+        home: str = "us-west-2",  # the shipped configs' orchestrator region (routing.orchestrator_region)
     ) -> None:
         self.quotas = quotas
         self.elb_limits = AWS_ELB_DEFAULTS if elb_limits is None else elb_limits
