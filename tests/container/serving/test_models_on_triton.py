@@ -140,16 +140,24 @@ def _cancel_after_three_chunks(triton: TritonServer, max_tokens: int) -> tuple[d
 
 def test_cancellation_aborts_the_engine_request_and_frees_the_slot(triton: TritonServer) -> None:
     max_tokens = 1_500
-    before, after = _cancel_after_three_chunks(triton, max_tokens)
-    if after is None:
-        # With both cores saturated, Triton 2.51's gRPC frontend was measured holding a stream's responses
-        # until its last one, so the client's cancel came after the request had ended. One more try tells
-        # that from a model that ignores cancellation, which fails both.
+
+    def generated_after_cancel() -> float | None:
+        """Tokens the engine made from the stream's start to the recorded cancel; None: no cancel seen."""
         before, after = _cancel_after_three_chunks(triton, max_tokens)
-    assert after is not None, "the server never saw the cancellation"
-    assert after[f"llm_requests_in_flight{{{MODEL}}}"] == 0
-    generated = after[f"llm_output_tokens_total{{{MODEL}}}"] - before[f"llm_output_tokens_total{{{MODEL}}}"]
-    assert generated < max_tokens / 10, f"the engine kept generating after the cancel ({generated} tokens)"
+        if after is None:
+            return None
+        assert after[f"llm_requests_in_flight{{{MODEL}}}"] == 0
+        return after[f"llm_output_tokens_total{{{MODEL}}}"] - before[f"llm_output_tokens_total{{{MODEL}}}"]
+
+    # With both cores saturated, Triton 2.51's gRPC frontend was measured holding a stream's responses
+    # until its last one, and the edge in front of it (container/edge) relays what it gets, so the client's
+    # cancel can come after the request has ended or nearly so. One more try tells that from a model that
+    # ignores cancellation, which fails both.
+    tries = [generated_after_cancel()]
+    if tries[0] is None or tries[0] >= max_tokens / 10:
+        tries.append(generated_after_cancel())
+    assert tries[-1] is not None, "the server never saw the cancellation"
+    assert tries[-1] < max_tokens / 10, f"the engine kept generating after the cancel ({tries} tokens)"
 
 
 BAD_INPUTS = [
