@@ -121,14 +121,16 @@ def test_validate_strict_is_a_make_variable_that_reaches_the_validator():
     reject --strict as an option of its own)."""
 
     def validate(*variables: str) -> str:
+        # Run under another make (as CI's `make test` runs this), the child inherits MAKEFLAGS and prints
+        # "Entering/Leaving directory" lines around the recipe; the validator's line is the one to judge.
         done = subprocess.run(
-            ["make", "-n", "-W", "venv", "validate", *variables],
+            ["make", "--no-print-directory", "-n", "-W", "venv", "validate", *variables],
             cwd=ROOT,
             capture_output=True,
             text=True,
             check=True,
         )
-        return done.stdout.strip().splitlines()[-1]
+        return next(line for line in done.stdout.splitlines() if "-m settings" in line).strip()
 
     assert validate("STRICT=1").endswith("-m settings config/default.yaml --strict")
     assert validate().endswith("-m settings config/default.yaml")

@@ -7,9 +7,7 @@ import json
 import os
 from datetime import UTC, datetime
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from entrypoint.s3_fetch import (
     FetchCount,
@@ -20,25 +18,18 @@ from entrypoint.s3_fetch import (
     download_prefix,
     upload_build,
 )
+from tests.container.entrypoint.conftest import ARTIFACTS_BUCKET
 
-BUCKET = "artifacts"
+BUCKET = ARTIFACTS_BUCKET
 WEIGHTS = S3Location(BUCKET, "weights/llama")
 
 
 @pytest.fixture
-def s3(monkeypatch):
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
-        client.put_object(Bucket=BUCKET, Key="weights/llama/config.json", Body=b"{}")
-        client.put_object(Bucket=BUCKET, Key="weights/llama/shards/model-00001.safetensors", Body=b"w" * 64)
-        yield client
+def s3(artifacts_bucket):
+    client = artifacts_bucket
+    client.put_object(Bucket=BUCKET, Key="weights/llama/config.json", Body=b"{}")
+    client.put_object(Bucket=BUCKET, Key="weights/llama/shards/model-00001.safetensors", Body=b"w" * 64)
+    return client
 
 
 def test_a_second_start_on_the_same_disk_keeps_every_current_file(s3, tmp_path):

@@ -5,29 +5,19 @@ from __future__ import annotations
 
 import json
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from entrypoint.s3_fetch import FetchError, S3Location
 from entrypoint.weights import MANIFEST_NAME, fetch, upload
+from tests.container.entrypoint.conftest import ARTIFACTS_BUCKET
 
-BUCKET = "artifacts"
+BUCKET = ARTIFACTS_BUCKET
 WEIGHTS = S3Location(BUCKET, "model/weights")
 
 
 @pytest.fixture
-def s3(monkeypatch):
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "x",
-        "AWS_SECRET_ACCESS_KEY": "x",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
-        yield client
+def s3(artifacts_bucket):
+    return artifacts_bucket
 
 
 def weights(folder, files):
