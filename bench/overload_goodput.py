@@ -1,12 +1,12 @@
-"""Goodput of game-day scenarios: requests served within the objective over what the fleets could serve.
+"""Goodput of game-day scenarios under overload, as the game day's verdict judges it.
 
     python bench/overload_goodput.py scenarios/gameday/surge-2.5x-no-event.yaml [...]
 
-Per scenario, one line: goodput = sum over minutes and routing targets of served x (1 - slow share),
-over the sum of min(offered, capacity), where capacity is the region's serving hosts at their nominal
-rate (the twin's throughput bound) and offered the scenario's demand; so a region overloaded while
-another has room counts against the routing, and demand beyond every fleet does not. Also: minutes in
-which any routing target's Route 53 health check changed state (DNS flaps), and the requests lost.
+Per scenario, one line: goodput = requests served within the first-token objective over
+min(offered, the fleets' capacity), summed over the day (the verdict's overall figure, gameday/verdict.py),
+where capacity is the serving tasks' full-batch throughput bound; so a region overloaded while another has
+room counts against the routing, and demand beyond every fleet does not. Also: how many times a routing
+target's Route 53 health check changed state (DNS flaps), the requests lost, and the verdict.
 """
 
 from __future__ import annotations
@@ -14,47 +14,35 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gameday.loop import Twin
-from gameday.run import check_against_config
-from gameday.scenario import load_scenario
-from gameday.templates import read_deployment, synthesize
-from settings.loader import load_settings
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from gameday.run import run_scenario  # noqa: E402
 
 
-def goodput(path: Path) -> dict[str, float]:
-    scenario, document, config = load_scenario(path)
-    settings = load_settings(config)
-    check_against_config(scenario, document, settings, config)
-    twin = Twin(scenario, settings, read_deployment(synthesize(config)))
-    good = possible = lost = 0.0
-    flaps = 0
+def figures(path: Path) -> dict[str, object]:
+    run = run_scenario(path)
     last: dict[str, bool] = {}
-
-    def count(minute) -> None:
-        nonlocal good, possible, lost, flaps
-        offered = sum(row.offered_rps for row in minute.regions.values())
-        capacity = 0.0
-        for name, row in minute.cells.items():
-            cell = twin.cells[name]
-            if not row.down:
-                capacity += sum(f.serving * cell.curve.per_host_rps[t] for t, f in cell.fleets.items())
-            good += row.served_rps * (1.0 - row.slow_share) * 60
-            lost += row.shed_rps * 60
+    changes = 0
+    for minute in run.minutes:
+        for name, row in (minute.cells or minute.regions).items():
             if name in last and last[name] != row.healthy:
-                flaps += 1
+                changes += 1
             last[name] = row.healthy
-        possible += min(offered, capacity) * 60
-
-    twin.run(count)
-    return {"goodput": good / possible if possible else 1.0, "dns_changes": flaps, "lost": lost}
+    return {
+        "goodput": run.summary.goodput.get("overall", 1.0),
+        "dns_changes": changes,
+        "lost": run.summary.requests_lost,
+        "verdict": run.summary.verdict,
+    }
 
 
 def main(argv: list[str]) -> int:
     for name in argv:
-        figures = goodput(Path(name))
+        result = figures(Path(name))
         print(
-            f"{Path(name).stem}: goodput {figures['goodput']:.1%}, "
-            f"Route 53 health-check changes {figures['dns_changes']}, requests lost {figures['lost']:,.0f}",
+            f"{Path(name).stem}: goodput {result['goodput']:.1%}, Route 53 health-check changes "
+            f"{result['dns_changes']}, requests lost {result['lost']:,}, verdict {result['verdict']}",
             flush=True,
         )
     return 0
