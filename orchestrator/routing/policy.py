@@ -212,18 +212,21 @@ def balanced_targets(
     params: PolicyParams, budget: int, signals: Mapping[str, RegionSignals], followed: Mapping[str, int]
 ) -> dict[str, float]:
     """`budget` over healthy regions by `balanced_shares` (fractional): exactly their shares, except that
-    no region goes below the floor (those at it leave the rest to share the remainder) or above 255."""
+    no region goes below one above the floor (those at it leave the rest to share the remainder) or above
+    255. The floor itself marks a drained region (Route 53 still answers with it so its recovery shows):
+    a healthy region short of capacity gets little weight, but is never taken for drained."""
     shares = balanced_shares(signals, followed)
+    least = params.floor + 1
     fixed: dict[str, float] = {}
     while True:
         free = {r: v for r, v in shares.items() if r not in fixed}
         left = max(budget - sum(fixed.values()), 0)
         total = sum(free.values())
         exact = {r: (left * v / total if total > 0 else left / len(free)) for r, v in free.items()}
-        low = {r: float(params.floor) for r, w in exact.items() if w < params.floor}
+        low = {r: float(least) for r, w in exact.items() if w < least}
         high = {r: float(MAX_WEIGHT) for r, w in exact.items() if w > MAX_WEIGHT}
         if not (low or high) or len(fixed) + len(low) + len(high) >= len(shares):
-            return {**fixed, **{r: min(max(w, params.floor), MAX_WEIGHT) for r, w in exact.items()}}
+            return {**fixed, **{r: min(max(w, least), MAX_WEIGHT) for r, w in exact.items()}}
         fixed.update(low or high)
 
 

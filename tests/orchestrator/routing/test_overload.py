@@ -111,3 +111,14 @@ def test_a_global_overload_converges_to_even_utilisation_and_stays():
     exact = {"us-east-1": 60, "us-west-2": 30, "us-east-2": 10}  # weights in proportion to slots
     assert all(abs(seen[-1][r] - exact[r]) <= 1 for r in exact), seen[-1]
     assert all(s == seen[-1] for s in seen[-10:])
+
+
+def test_a_healthy_region_short_of_capacity_gets_little_weight_but_never_the_drained_floor():
+    """us-east-2 with a twentieth of the others' slots (it could not get hosts for an event's raise):
+    equal utilisation gives it under the floor's share, yet the floor marks a drained region, so it settles
+    one above it (capacity-imbalance on the game day: 'drained while 100% of its targets served')."""
+    slots = {"us-east-1/1": 2000.0, "us-east-1/2": 2000.0, "us-west-2": 3000.0, "us-east-2": 100.0}
+    start = {"us-east-1/1": 25, "us-east-1/2": 25, "us-west-2": 30, "us-east-2": 20}
+    history, _, statuses = run_loop(slots, 0.6, start)
+    assert min(h["us-east-2"] for h in history) == PARAMS.floor + 1
+    assert all(seen["us-east-2"] is not Status.DEGRADED for seen in statuses)
