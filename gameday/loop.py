@@ -474,9 +474,11 @@ class Twin:
         if speed < 1.0 and served:
             # Slower engines: every time stretches by 1/speed; the slow share is read at the stretched p99's
             # place on the curve (the share of first tokens past the threshold at that latency).
+            at_speed = twin.curve.slow_at_speed(utilisation, speed)
             in_system /= speed
             p99 = min(p99 / speed, OVERLOAD_TTFT_MS)
-            slow = max(slow, twin.curve.slow_at_p99(p99))
+            # Measured at the stretched threshold where the curve has it (every time stretched by 1/speed).
+            slow = max(slow, twin.curve.slow_at_p99(p99) if at_speed is None else at_speed)
         edge_shed = to_live - served  # refused at the edge for want of a slot
         broken = served * failing  # fail fast: their slots are free for the rest
         served -= broken

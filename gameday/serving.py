@@ -29,6 +29,7 @@ GRID = (*(round(0.1 * step, 2) for step in range(1, 9)), 0.85, 0.88, 0.9, 0.92, 
 # Offered beyond the bound: the replicas' admission bound sheds the excess at the edge, and what they admit
 # is served at the rate and latency these measure. Past the last point the fleet serves what it did there.
 OVERLOAD_GRID = (1.1, 1.25, 1.5, 2.0, 3.0)
+SPEEDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # engine speeds the slow share is measured for
 WINDOW_SECONDS = 600.0
 SETTLE_SECONDS = 60.0  # the first requests of a run meet an empty fleet: not counted
 SLICE_HOSTS = 12
@@ -49,6 +50,20 @@ class Curve:
     per_host_rps: dict[str, float]  # nominal requests/s of one host of each instance type
     admitted_share: tuple[float, ...] = ()  # of the offered, the share admitted (the rest shed at the edge)
     max_queued: int | None = None  # the replicas' admission bound the figures were measured with
+    # Per grid point, the share of first tokens later than threshold x each of SPEEDS: engines at speed s
+    # stretch every time by 1/s, so their slow share is the one measured at threshold x s.
+    slow_by_speed: tuple[tuple[float, ...], ...] = ()
+
+    def slow_at_speed(self, utilisation: float, speed: float) -> float | None:
+        """The slow share at a utilisation on engines at `speed` of their nominal speed (None if the curve
+        has no such figures)."""
+        if not self.slow_by_speed:
+            return None
+        u = min(max(utilisation, 0.0), self.utilisation[-1])
+        at_u = [
+            float(np.interp(u, self.utilisation, column)) for column in zip(*self.slow_by_speed, strict=True)
+        ]
+        return float(np.interp(max(speed, SPEEDS[0]), SPEEDS, at_u))
 
     def at(self, utilisation: float) -> tuple[float, float, float]:
         """(p99 TTFT ms, slow share, seconds in system) of the admitted requests at a utilisation, held at
@@ -112,6 +127,20 @@ def measure(
 ) -> tuple[float, float, float, float]:
     """Direct simulation: (p99 TTFT ms, slow share, mean seconds in system) of the requests of `rate` on
     `groups` that the replicas admit (`max_queued`: their admission bound), and the share admitted."""
+    figures = measure_detail(groups, rate, demand, threshold_ms, seconds, seed, max_queued)
+    return figures[:4]
+
+
+def measure_detail(
+    groups: Sequence[HostGroup],
+    rate: float,
+    demand: Demand,
+    threshold_ms: float,
+    seconds: float,
+    seed: int,
+    max_queued: int | None = None,
+) -> tuple[float, float, float, float, tuple[float, ...]]:
+    """`measure`'s figures and the slow share at threshold x each of SPEEDS."""
     requests = draw_requests(
         rate,
         seconds + SETTLE_SECONDS,
@@ -126,13 +155,14 @@ def measure(
     admitted = outcome.admitted[counted]
     ttft = outcome.ttft[counted][admitted]
     if len(ttft) == 0:
-        return 0.0, 0.0, 0.0, 1.0 if not len(admitted) else 0.0
+        return 0.0, 0.0, 0.0, 1.0 if not len(admitted) else 0.0, (0.0,) * len(SPEEDS)
     in_system = outcome.finish[counted][admitted] - requests.arrival[counted][admitted]
     return (
         float(np.percentile(ttft, 99) * 1000),
         float(np.mean(ttft * 1000 > threshold_ms)),
         float(np.mean(in_system)),
         float(np.mean(admitted)),
+        tuple(float(np.mean(ttft * 1000 > threshold_ms * speed)) for speed in SPEEDS),
     )
 
 
@@ -151,15 +181,16 @@ def derive(
     capacity = nominal_capacity(part, demand)
     # Without an admission bound the queue grows without end past the bound: no point measuring there.
     grid = GRID if max_queued is None else GRID + OVERLOAD_GRID
-    p99s, slows, times, admitted = [], [], [], []
+    p99s, slows, times, admitted, by_speed = [], [], [], [], []
     for u in grid:
-        p99, slow, in_system, share = measure(
+        p99, slow, in_system, share, at_speeds = measure_detail(
             part, u * capacity, demand, threshold_ms, WINDOW_SECONDS, SEED, max_queued
         )
         p99s.append(p99)
         slows.append(slow)
         times.append(in_system)
         admitted.append(share)
+        by_speed.append(at_speeds)
     return Curve(
         grid,
         tuple(p99s),
@@ -169,6 +200,7 @@ def derive(
         {t.instance_type: per_host_rps(t, demand) for t in templates},
         tuple(admitted),
         max_queued,
+        tuple(by_speed),
     )
 
 
@@ -181,10 +213,15 @@ def _key(
 ) -> str:
     digest = hashlib.sha256()
     digest.update(inspect.getsource(simulator).encode())
-    digest.update(inspect.getsource(measure).encode())
+    digest.update(inspect.getsource(measure_detail).encode())
     digest.update(inspect.getsource(per_host_rps).encode())
     parts = [repr(t) for t in templates] + [repr(tuple(mix)), repr(demand), repr(threshold_ms)]
-    parts += [repr(GRID), repr(OVERLOAD_GRID), repr((WINDOW_SECONDS, SETTLE_SECONDS, SLICE_HOSTS, SEED))]
+    parts += [
+        repr(GRID),
+        repr(OVERLOAD_GRID),
+        repr(SPEEDS),
+        repr((WINDOW_SECONDS, SETTLE_SECONDS, SLICE_HOSTS, SEED)),
+    ]
     parts.append(repr(max_queued))
     digest.update("|".join(parts).encode())
     return digest.hexdigest()[:16]
@@ -201,6 +238,8 @@ def cached_curve(
     path = cache / f"curve-{_key(templates, mix, demand, threshold_ms, max_queued)}.json"
     if path.is_file():
         data = json.loads(path.read_text())
+        if "slow_by_speed" in data:
+            data["slow_by_speed"] = [tuple(row) for row in data["slow_by_speed"]]
         return Curve(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
     curve = derive(templates, mix, demand, threshold_ms, max_queued)
     cache.mkdir(parents=True, exist_ok=True)
