@@ -224,3 +224,17 @@ def test_a_region_drained_while_its_live_cell_serves_counts_only_the_live_cells_
     assert "us-east-1: drained in minute 10 while 100% of its targets served" in summary.violations
     # Its goodput is what the live cell served over what it could: the down cell's requests are the budget's.
     assert summary.goodput["us-east-1"] == 1.0
+
+
+def test_a_page_the_scenario_names_must_come_by_its_minute():
+    wanted = {"pages": [{"target": "us-east-2", "metric": "SlowFirstToken", "by": 20}]}
+    minutes = day()
+    assert judge(scenario(**wanted), minutes, RULES).violations == (
+        "us-east-2: no page on SlowFirstToken by minute 20",
+    )
+    minutes[25].pages = {"us-east-2": ("SlowFirstToken",)}  # too late
+    assert judge(scenario(**wanted), minutes, RULES).verdict == "fail"
+    minutes[12].pages = {"us-east-2": ("TimeToFirstToken",)}  # another alarm's page is not this one
+    assert judge(scenario(**wanted), minutes, RULES).verdict == "fail"
+    minutes[15].pages = {"us-east-2": ("SlowFirstToken", "TimeToFirstToken")}
+    assert judge(scenario(**wanted), minutes, RULES).verdict == "pass"
