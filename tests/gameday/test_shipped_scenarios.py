@@ -49,11 +49,6 @@ def test_prime_day_holds_the_slo_all_day(tmp_path_factory):
     assert run.summary.requests_lost == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=f"{ISSUE_21_BLIND}: us-east-1, drained to the floor on its region-unfit alarm while down, is "
-    "never brought back (weight 5 at the end)",
-)
 def test_region_loss_at_peak_moves_traffic_off_within_5_minutes_and_back(tmp_path_factory):
     run = result("region-loss-at-peak", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
@@ -301,10 +296,10 @@ def test_the_orchestrator_moves_weight_off_a_region_short_of_capacity(tmp_path_f
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 21: latency takes a region out of DNS: as us-east-2 slows, its slow-first-token check "
-    "drains it whole while every target serves, three times, and the orchestrator's moves by spare slots "
-    "((1-u)/2 of the gap a run, nothing within the dead zone 2/(1-u)) come too late: 5 SLO minutes with it, "
-    "3 without",
+    reason="engines at 55% of their speed miss the first-token objective at any load; latency no longer "
+    "drains (issue 21) and the orchestrator moves weight by spare slots, so us-east-2 keeps its share at "
+    "equal utilisation: 95 SLO minutes with the orchestrator, 99 without (it pages on SlowFirstToken). "
+    "Moving weight off a region slow at low load needs a latency term in the weights",
 )
 def test_the_orchestrator_moves_weight_off_a_slowly_degrading_region(tmp_path_factory):
     run = result("slow-degradation", tmp_path_factory)
@@ -353,3 +348,93 @@ def test_after_midnight_scale_in_stays_gradual_through_a_lull(tmp_path_factory):
     tasks = series(run, "us-west-2", "tasks")
     assert tasks[-1] < tasks[0]  # it did scale in
     assert min(tasks[95:105]) >= 0.65 * tasks[0]  # but not down to the lull's size
+
+
+# ---- issue 21: overload is not a fault -----------------------------------------------------------------
+
+GOODPUT = 0.95  # served within the objective over min(offered, capacity): the issue's bar under overload
+
+
+def dns_changes(run, target: str) -> int:
+    """How many times the target's Route 53 health check changed state over the day."""
+    states = [(minute.cells or minute.regions)[target].healthy for minute in run.minutes]
+    return sum(a != b for a, b in itertools.pairwise(states))
+
+
+def hard_faulted(run, target: str) -> bool:
+    return any(getattr(f, "region", None) in (target, target.split("/")[0]) for f in run.scenario.faults)
+
+
+def assert_overload_is_not_a_fault(run) -> None:
+    """The issue's done-means: goodput of 95% or more, no routing target flapping in DNS or removed from it
+    (check failing, or weight at the floor) by overload alone, and the verdict's other rules."""
+    assert run.summary.verdict == "pass", run.summary.violations
+    assert run.summary.goodput["overall"] >= GOODPUT, run.summary.goodput
+    targets = run.minutes[0].cells or run.minutes[0].regions
+    for target in targets:
+        if hard_faulted(run, target):
+            continue
+        assert dns_changes(run, target) == 0, target
+        assert all(cell_series(run, target, "healthy")), target
+        assert min(cell_series(run, target, "weight")) > 5, target  # never drained to the floor
+
+
+@pytest.mark.parametrize(
+    "name", ["surge-1.5x-no-event", "surge-2.5x-no-event", "surge-1.5x-event", "surge-2.5x-event"]
+)
+def test_a_global_surge_beyond_the_plan_sheds_at_the_edge_and_keeps_every_region_in_dns(
+    name, tmp_path_factory
+):
+    run = result(name, tmp_path_factory)
+    assert_overload_is_not_a_fault(run)
+    # It was overload: in some minute every fleet together had less than what was offered.
+    assert any(
+        sum(r.offered_rps for r in m.regions.values()) > sum(r.capacity_rps for r in m.regions.values())
+        for m in run.minutes
+    ) or name.startswith("surge-1.5x")
+    # Sheds were at the edge, counted apart: the shed share alone never drained anything.
+    assert run.summary.requests_lost > 0 or name.startswith("surge-1.5x")
+
+
+def test_an_event_whose_demand_comes_90_minutes_early_is_served_by_scaling_and_weights(tmp_path_factory):
+    run = result("event-starts-early", tmp_path_factory)
+    assert_overload_is_not_a_fault(run)
+
+
+def test_two_regions_lost_at_the_peak_leave_dns_and_the_survivor_sheds_but_stays(tmp_path_factory):
+    run = result("two-regions-lost-at-peak", tmp_path_factory)
+    assert_overload_is_not_a_fault(run)
+    fault = run.scenario.faults[0]
+    for lost in ("us-east-1", "us-west-2"):
+        assert max(series(run, lost, "answer_share")[fault.at + 5 : fault.until]) < 0.01
+    survivor = series(run, "us-east-2", "offered_rps")[fault.at + 5 : fault.until]
+    capacity = series(run, "us-east-2", "capacity_rps")[fault.at + 5 : fault.until]
+    assert max(o / c for o, c in zip(survivor, capacity, strict=True)) > 1.5  # far past its slots
+    assert all(series(run, "us-east-2", "healthy"))
+
+
+def test_engine_deaths_that_flap_replace_hosts_without_draining_the_region(tmp_path_factory):
+    """2% of us-west-2's engines die every 2 minutes: the target group takes each dead target out within
+    its minute, the fleet replaces them, and the region is never drained (a few dead engines is not the
+    5% of server errors the hard-fault rule drains on)."""
+    run = result("engine-deaths-flapping", tmp_path_factory)
+    assert run.summary.verdict == "pass", run.summary.violations
+    assert run.summary.goodput["overall"] >= GOODPUT
+    assert all(series(run, "us-west-2", "healthy"))
+    assert min(series(run, "us-west-2", "weight")) > 5
+
+
+def test_a_region_failing_every_other_minute_is_drained_by_the_m_of_n_rule_and_comes_back(tmp_path_factory):
+    """Half of us-west-2's requests fail on alternate minutes: no two bad minutes in a row, so only a rule
+    of M bad minutes of N (3 of 5) sees it. Its weight goes to the floor within 10 minutes and stays there
+    while the fault lasts; afterwards it comes back."""
+    run = result("errors-flapping", tmp_path_factory)
+    assert run.summary.verdict == "pass", run.summary.violations
+    fault = run.scenario.faults[0]
+    weights = series(run, "us-west-2", "weight")
+    assert max(weights[fault.at + 10 : fault.until]) <= 5
+    assert max(series(run, "us-west-2", "answer_share")[fault.at + 10 : fault.until]) < 0.06
+    assert weights[-1] >= 25
+    # The other regions took its traffic and served it within the SLO.
+    for other in ("us-east-1", "us-east-2"):
+        assert max(series(run, other, "error_share")) <= 0.01
