@@ -32,7 +32,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gameday.loop import Minute, RegionMinute
-from gameday.scenario import CapacityShortage, FrontDoorDown, RegionDown, Scenario, ServingErrors
+from gameday.scenario import (
+    CapacityShortage,
+    EngineDeaths,
+    FrontDoorDown,
+    RegionDown,
+    Scenario,
+    ServingErrors,
+)
 from settings.cells import region_of
 
 DRAIN_MINUTES = 5  # a region down is out of Route 53's answers within this
@@ -124,13 +131,14 @@ def judged_errors(row: RegionMinute, unavoidable: float) -> float:
 
 
 def failing(scenario: Scenario, target: str, minute: int) -> bool:
-    """Inside a serving-errors fault of its own (or its region's) above the hard-fault threshold, or its
-    grace after: a target that fails that many requests should leave DNS, whether or not it serves."""
+    """Inside a serving-errors fault of its own (or its region's) above the hard-fault threshold, or an
+    engine-deaths one (least outstanding requests feeds dead engines far more than their share), or its
+    grace after: a target that fails that many requests may leave DNS, whether or not it serves."""
     grace = scenario.judge.grace_minutes
     return any(
-        isinstance(f, ServingErrors)
+        isinstance(f, ServingErrors | EngineDeaths)
         and f.region in (target, region_of(target))
-        and f.share > HARD_FAULT_ERRORS
+        and f.share > (HARD_FAULT_ERRORS if isinstance(f, ServingErrors) else 0)
         and f.at <= minute < (f.until if f.until is not None else minute + 1) + grace
         for f in scenario.faults
     )
