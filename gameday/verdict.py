@@ -130,16 +130,28 @@ def judged_errors(row: RegionMinute, unavoidable: float) -> float:
     return judged_lost_rps(row, unavoidable) / row.offered_rps if row.offered_rps else 0.0
 
 
+def _fault_end(fault: ServingErrors | EngineDeaths, minute: int) -> int:
+    """Engine deaths happen in their minute; serving errors last until `until`, or the whole day."""
+    if fault.until is not None:
+        return fault.until
+    return fault.at + 1 if isinstance(fault, EngineDeaths) else minute + 1
+
+
 def failing(scenario: Scenario, target: str, minute: int) -> bool:
     """Inside a serving-errors fault of its own (or its region's) above the hard-fault threshold, or an
     engine-deaths one (least outstanding requests feeds dead engines far more than their share), or its
     grace after: a target that fails that many requests may leave DNS, whether or not it serves."""
     grace = scenario.judge.grace_minutes
+    if any(
+        isinstance(f, FrontDoorDown) and f.region in (target, region_of(target)) and f.active(minute)
+        for f in scenario.faults
+    ):
+        return True  # clients cannot reach it: its check fails as a region down's does
     return any(
         isinstance(f, ServingErrors | EngineDeaths)
         and f.region in (target, region_of(target))
         and f.share > (HARD_FAULT_ERRORS if isinstance(f, ServingErrors) else 0)
-        and f.at <= minute < (f.until if f.until is not None else minute + 1) + grace
+        and f.at <= minute < _fault_end(f, minute) + grace
         for f in scenario.faults
     )
 

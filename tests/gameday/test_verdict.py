@@ -238,3 +238,25 @@ def test_a_page_the_scenario_names_must_come_by_its_minute():
     assert judge(scenario(**wanted), minutes, RULES).verdict == "fail"
     minutes[15].pages = {"us-east-2": ("SlowFirstToken", "TimeToFirstToken")}
     assert judge(scenario(**wanted), minutes, RULES).verdict == "pass"
+
+
+def test_a_target_failing_requests_by_a_fault_may_be_drained_but_only_then():
+    """A serving-errors fault above 5% (a hard fault) or engine deaths allow the drain, within the fault
+    and its grace; a drain of a serving target otherwise is a violation."""
+    drained = {(m, "us-east-2"): {"weight": 5} for m in range(10, 30)}
+    errors = {"kind": "serving_errors", "region": "us-east-2", "share": 0.5, "every": 2, "at": 8, "until": 20}
+    assert not any("drained" in v for v in judge(scenario([errors]), day(changes=drained), RULES).violations)
+    small = {**errors, "share": 0.02}  # below the hard-fault threshold: overload-sized, not a fault
+    assert any("drained" in v for v in judge(scenario([small]), day(changes=drained), RULES).violations)
+    deaths = {"kind": "engine_deaths", "region": "us-east-2", "share": 0.02, "at": 9}
+    assert not any("drained" in v for v in judge(scenario([deaths]), day(changes=drained), RULES).violations)
+    late = {(m, "us-east-2"): {"weight": 5} for m in range(27, 30)}  # long after the deaths' grace
+    assert any("drained" in v for v in judge(scenario([deaths]), day(changes=late), RULES).violations)
+
+
+def test_a_front_door_down_is_not_drained_while_serving():
+    """Its targets stay healthy and idle, yet its Route 53 check must fail (front-door-down)."""
+    drained = {(m, "us-west-2"): {"healthy": False} for m in range(10, 20)}
+    door = {"kind": "front_door_down", "region": "us-west-2", "at": 10, "until": 20}
+    assert not any("drained" in v for v in judge(scenario([door]), day(changes=drained), RULES).violations)
+    assert any("drained" in v for v in judge(scenario(), day(changes=drained), RULES).violations)
