@@ -302,7 +302,6 @@ def test_the_orchestrator_moves_weight_off_a_slowly_degrading_region(tmp_path_fa
     assert figures["slo_minutes"]["on"] < figures["slo_minutes"]["off"]
 
 
-@pytest.mark.xfail(strict=True, reason=f"{ISSUE_21_BLIND}: it cannot move weight off us-east-2 in time")
 def test_the_orchestrator_makes_the_day_better_with_metrics_2_minutes_late(tmp_path_factory):
     run = result("metrics-late", tmp_path_factory)
     assert run.scenario.metrics.delay_minutes == 2
