@@ -1,6 +1,8 @@
-"""What an operator and the traffic orchestrator watch in one region: a dashboard, the latency and target
-5xx alarms, a "region degraded" composite alarm over every construct's alarms (it pages), and a
-"region unfit" composite over the region-wide serving signals only (the orchestrator drains on it)."""
+"""What an operator and the traffic orchestrator watch in one region: a dashboard, the latency, slow-first-
+token, shed, rejected and target 5xx alarms, a "region degraded" composite alarm over every construct's
+alarms (it pages), and a "region unfit" composite over the region's hard faults only (the orchestrator
+drains on it): no healthy target, engine errors, target 5xx not counting sheds. Overload is not a fault:
+latency, sheds and rejected requests page, never drain."""
 
 from __future__ import annotations
 
@@ -32,10 +34,15 @@ class ObservabilityProps:
     # {Model, InstanceType} (one per fleet, for the dashboard).
     model_name: str
     ttft_p99_threshold_ms: int
-    # Share of requests the targets answer with a 5xx above which the region is unfit, for this many
-    # minutes in a row (routing.error_share and routing.bad_runs_to_drain: the orchestrator's own bar).
+    # Share of requests the targets answer with a 5xx (sheds left out) above which the region is unfit, in
+    # unfit_minutes of the last unfit_window_minutes (routing.error_share, the orchestrator's M of N).
     target_error_share: float = 0.01
-    unfit_minutes: int = 2
+    unfit_minutes: int = 3
+    unfit_window_minutes: int = 5
+    # Overload and client mistakes: they page, never drain (3 of the last 5 minutes each).
+    slow_first_token_share: float = 0.01  # streams slower than the TTFT objective to their first token
+    shed_share: float = 0.05  # requests refused at once for want of a slot
+    rejected_share: float = 0.05  # requests refused as the client's mistake (bad input)
     alarm_email: str | None = None
     # The operator's own SNS topic in this region (a pager): region-degraded notifies it too.
     alarm_topic_arn: str | None = None
@@ -130,12 +137,48 @@ class ServingObservability(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         self.target_error_alarm = self._target_error_alarm(props, load_balancer)
-        self.index_versions_alarm = self._index_versions_alarm(props)
+        self.slow_first_token_alarm = self._share_alarm(
+            "SlowFirstTokenShare",
+            f"Over {props.slow_first_token_share:.1%} of streams slower than the objective to a first token",
+            model_metric(props.metrics_namespace, props.model_name, "SlowFirstToken", "Average"),
+            props.slow_first_token_share,
+        )
+        self.shed_alarm = self._share_alarm(
+            "ShedShare",
+            f"Over {props.shed_share:.0%} of requests shed for want of a slot: the region is past its "
+            "capacity (overload, not a fault: it pages, the orchestrator moves weight, nothing drains)",
+            model_metric(props.metrics_namespace, props.model_name, "Shed", "Average"),
+            props.shed_share,
+        )
+        self.rejected_alarm = self._share_alarm(
+            "RejectedShare",
+            f"Over {props.rejected_share:.0%} of requests rejected as the client's mistake: a front end "
+            "sending what this model refuses (it pages, never drains)",
+            cloudwatch.MathExpression(
+                # RequestRejected is 1 on each rejected request's line; every accepted one carries
+                # RequestFailed (0 or 1): their counts are the two halves of all requests.
+                expression="IF(FILL(rejected, 0) + FILL(accepted, 0) > 0, "
+                "FILL(rejected, 0) / (FILL(rejected, 0) + FILL(accepted, 0)), 0)",
+                using_metrics={
+                    "rejected": model_metric(
+                        props.metrics_namespace, props.model_name, "RequestRejected", "Sum"
+                    ),
+                    "accepted": model_metric(
+                        props.metrics_namespace, props.model_name, "RequestFailed", "SampleCount"
+                    ),
+                },
+                label="rejected share",
+                period=Duration.minutes(1),
+            ),
+            props.rejected_share,
+        )
         unfit = [*serving_alarms, self.target_error_alarm]
-        every_alarm = [*alarms, *(a for a in unfit if a not in alarms), self.ttft_alarm]
+        paging_only = [self.ttft_alarm, self.slow_first_token_alarm, self.shed_alarm, self.rejected_alarm]
+        self.index_versions_alarm = self._index_versions_alarm(props)
         if self.index_versions_alarm is not None:
             # A host stuck on an old catalog pages; it serves, so it does not make the region unfit.
-            every_alarm.append(self.index_versions_alarm)
+            paging_only.append(self.index_versions_alarm)
+        every_alarm = [*alarms, *(a for a in unfit if a not in alarms), *paging_only]
         self.degraded_alarm = cloudwatch.CompositeAlarm(
             self,
             "RegionDegraded",
@@ -149,8 +192,8 @@ class ServingObservability(Construct):
             self,
             "RegionUnfit",
             composite_alarm_name=props.unfit_alarm_name,
-            alarm_description="The region as a whole serves badly (no healthy targets, target 5xx share, "
-            "slow-first-token share or error share): the traffic orchestrator drains it",
+            alarm_description="The region has a hard fault (no healthy targets, engine errors or target 5xx, "
+            "sheds not counted): the traffic orchestrator drains it. Latency and sheds never do",
             alarm_rule=cloudwatch.AlarmRule.any_of(*unfit),
         )
         self.degraded_alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
@@ -196,6 +239,20 @@ class ServingObservability(Construct):
                 ],
                 width=8,
             ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Requests shed (overload), rejected (client mistakes) and failed (server), per minute",
+                left=[
+                    model_metric(props.metrics_namespace, props.model_name, name, "Sum").with_(label=label)
+                    for name, label in (
+                        ("Shed", "shed"),
+                        ("RequestRejected", "rejected"),
+                        ("ServingError", "failed (server)"),
+                    )
+                ],
+                width=24,
+            )
         )
         self.dashboard.add_widgets(
             # One balancer feeds every fleet by least outstanding requests: a slower fleet shows here first.
@@ -258,30 +315,34 @@ class ServingObservability(Construct):
     def _target_error_alarm(
         self, props: ObservabilityProps, load_balancer: elbv2.ApplicationLoadBalancer
     ) -> cloudwatch.Alarm:
-        """The share of requests the region's targets answered with a 5xx: the engines failing, whichever
-        host serves. A share, not a count, so a peak's volume does not trip it."""
-        minutes = props.unfit_minutes
+        """The share of requests the region's targets answered with a 5xx, less the requests shed (an HTTP
+        shed is a 503 at the ALB, and overload is not a fault): the engines failing, whichever host serves.
+        A share, not a count, so a peak's volume does not trip it; sheds counted over gRPC too (they are 200
+        at the ALB) can only lower it, toward not draining."""
+        bad, window = props.unfit_minutes, props.unfit_window_minutes
         minute = Duration.minutes(1)
         return cloudwatch.Alarm(
             self,
             "Target5xxShare",
             alarm_description=f"More than {props.target_error_share:.1%} of requests answered with a 5xx by "
-            f"the region's targets for {minutes} min",
+            f"the region's targets, sheds not counted, in {bad} of the last {window} min",
             metric=cloudwatch.MathExpression(
-                expression="IF(requests > 0, FILL(errors, 0) / requests, 0)",
+                expression="IF(requests > 0 AND FILL(errors, 0) > FILL(sheds, 0), "
+                "(FILL(errors, 0) - FILL(sheds, 0)) / requests, 0)",
                 using_metrics={
                     "errors": load_balancer.metrics.http_code_target(
                         elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=minute
                     ),
                     "requests": load_balancer.metrics.request_count(period=minute),
+                    "sheds": model_metric(props.metrics_namespace, props.model_name, "Shed", "Sum"),
                 },
-                label="target 5xx share",
+                label="target 5xx share, sheds not counted",
                 period=minute,
             ),
             threshold=props.target_error_share,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=minutes,
-            datapoints_to_alarm=minutes,
+            evaluation_periods=window,
+            datapoints_to_alarm=bad,
             # No requests is no evidence of failing (no healthy targets has its own alarm).
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
@@ -320,6 +381,22 @@ class ServingObservability(Construct):
             evaluation_periods=minutes,
             datapoints_to_alarm=minutes,
             # No host reporting is no disagreement (no healthy targets has its own alarm).
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+
+    def _share_alarm(
+        self, construct_id: str, description: str, metric: cloudwatch.IMetric, threshold: float
+    ) -> cloudwatch.Alarm:
+        """A share above `threshold` in 3 of the last 5 minutes; it pages through region-degraded."""
+        return cloudwatch.Alarm(
+            self,
+            construct_id,
+            alarm_description=f"{description}; 3 of the last 5 min",
+            metric=metric,
+            threshold=threshold,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
 

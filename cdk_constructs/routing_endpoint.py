@@ -1,7 +1,12 @@
-"""What global routing needs from one region, owned by that region's stack: the alarms Route 53 health
-checks can follow, the health checks themselves (one per signal, combined in a CALCULATED check) and two
-SSM parameters the orchestrator reads at run time: the ALB to point the region's record at, and the id of
-the health check to attach to it.
+"""What global routing needs from one region, owned by that region's stack: the hard-fault checks that take
+it out of Route 53's answers, combined in a CALCULATED check, and two SSM parameters the orchestrator reads
+at run time: the ALB to point the region's record at, and the id of the health check to attach to it.
+
+Only hard faults leave DNS: no healthy target, a front door clients cannot reach (an HTTPS check from
+Route 53's checkers outside the region, on the model's ready path), engine errors (sheds left out) on an M
+of N rule that catches a region failing every other minute. Latency and shedding rise with load: a DNS
+check on them takes a loaded region out whole and tips its load onto the next, so they only move weight
+(the orchestrator) and page (the region's observability).
 
 Why here and not in the global stack: a Route 53 health check on a CloudWatch alarm copies the alarm's
 configuration when it is created (the health check's CloudWatchAlarmConfiguration), so the alarm must
@@ -17,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration, Stack, Tags
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_route53 as route53
@@ -39,12 +44,14 @@ class RoutingEndpointProps:
     health_check_parameter: str
     metrics_namespace: str
     model_name: str
-    slow_first_token_share: float  # above: the region's p(1 - share) time to first token is above the SLO
-    error_share: float
-    min_healthy_hosts: int
-    # Minutes a signal must stay bad before its alarm (and so its health check) fails: one bad minute
-    # moves nothing, as in the orchestrator (routing.bad_runs_to_drain).
+    error_share: float  # of requests failed on the server's side (ServingError: sheds are not errors)
+    # Minutes with no healthy target before its check fails: one bad minute moves nothing, as in the
+    # orchestrator (routing.bad_runs_to_drain).
     evaluation_minutes: int
+    alb_ready_path: str  # the model's readiness path the listener forwards (/v2/models/<name>/ready)
+    # M of N for the error share: bad in this many of the last `error_window_minutes` (as the orchestrator).
+    error_bad_minutes: int = 3
+    error_window_minutes: int = 5
     # What the health checks' Name tags call this endpoint: a cell's name (`us-east-1/2`), so two cells of
     # one region tell apart in the Route 53 console; empty: the stack's region.
     label: str = ""
@@ -69,46 +76,33 @@ class RoutingEndpoint(Construct):
     ) -> None:
         super().__init__(scope, id)
         minutes = props.evaluation_minutes
-        share_settings = (minutes, props.metrics_namespace, props.model_name)
-        self.alarms = [
-            self._alarm(
-                "SlowFirstTokenShare",
-                alarm_name(
-                    props.alarm_name_prefix,
-                    "slow-first-tokens",
-                    props.slow_first_token_share,
-                    *share_settings,
-                ),
-                f"Over {props.slow_first_token_share:.1%} of streams slow to a first token for {minutes} min",
-                self._model_metric(props, "SlowFirstToken"),
-                props.slow_first_token_share,
-                cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                minutes,
-            ),
-            self._alarm(
-                "ErrorShare",
-                alarm_name(props.alarm_name_prefix, "errors", props.error_share, *share_settings),
-                f"More than {props.error_share:.1%} of requests failed for {minutes} min",
-                self._model_metric(props, "RequestFailed"),
-                props.error_share,
-                cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                minutes,
-            ),
-            self._alarm(
-                "HealthyHostsBelowFloor",
-                alarm_name(props.alarm_name_prefix, "healthy-hosts", props.min_healthy_hosts, minutes),
-                f"Fewer than {props.min_healthy_hosts} healthy hosts behind the ALB for {minutes} min",
-                target_group.metrics.healthy_host_count(statistic="Minimum", period=Duration.minutes(1)),
-                props.min_healthy_hosts,
-                cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-                minutes,
-            ),
-        ]
-        # The shares are region-wide serving signals (the region-unfit composite's); the host floor is the
-        # orchestrator's own reading of healthy hosts, here for Route 53.
-        self.slow_first_token_alarm, self.error_share_alarm, self.healthy_hosts_alarm = self.alarms
+        bad, window = props.error_bad_minutes, props.error_window_minutes
+        share_settings = (bad, window, props.metrics_namespace, props.model_name)
+        self.error_share_alarm = self._alarm(
+            "ErrorShare",
+            alarm_name(props.alarm_name_prefix, "serving-errors", props.error_share, *share_settings),
+            f"More than {props.error_share:.1%} of requests failed on the server's side (sheds not counted) "
+            f"in {bad} of the last {window} min",
+            self._model_metric(props, "ServingError"),
+            props.error_share,
+            cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            window,
+            bad,
+        )
+        self.healthy_hosts_alarm = self._alarm(
+            "NoHealthyHosts",
+            alarm_name(props.alarm_name_prefix, "no-healthy-hosts", minutes),
+            f"No healthy host behind the ALB for {minutes} min",
+            target_group.metrics.healthy_host_count(statistic="Minimum", period=Duration.minutes(1)),
+            1,
+            cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            minutes,
+            minutes,
+        )
+        self.alarms = [self.error_share_alarm, self.healthy_hosts_alarm]
         region = Stack.of(self).region
-        self.signal_checks = [
+        label = props.label or region
+        self.signal_checks: list[route53.CfnHealthCheck] = [
             route53.CfnHealthCheck(
                 self,
                 f"{alarm.node.id}Check",
@@ -121,25 +115,46 @@ class RoutingEndpoint(Construct):
                 ),
                 health_check_tags=[
                     route53.CfnHealthCheck.HealthCheckTagProperty(
-                        key="Name", value=f"{props.label or region} {alarm.node.id}"
+                        key="Name", value=f"{label} {alarm.node.id}"
                     )
                 ],
             )
             for alarm in self.alarms
         ]
-        # Healthy only while every signal is: any one of them takes the region out of DNS by itself.
+        # What clients see: a listener, certificate, WAF or network fault fails this while every target is
+        # healthy. Route 53's checkers probe from outside the region; without an IP address they resolve
+        # the name and send it as the Host header and, with SNI on, in the TLS client hello (Route 53 API
+        # reference, HealthCheckConfig: FullyQualifiedDomainName, EnableSNI; a certificate without that
+        # name makes the checker retry the handshake without SNI). The ready path is one the listener
+        # forwards to the model. 3 failures 30 s apart: a minute and a half, as the other checks' two
+        # minutes.
+        self.front_door_check = route53.HealthCheck(
+            self,
+            "FrontDoorCheck",
+            type=route53.HealthCheckType.HTTPS,
+            fqdn=load_balancer.load_balancer_dns_name,
+            port=443,
+            resource_path=props.alb_ready_path,
+            enable_sni=True,
+            request_interval=Duration.seconds(30),
+            failure_threshold=3,
+        )
+        Tags.of(self.front_door_check).add("Name", f"{label} FrontDoor")
+        children = [
+            *(check.attr_health_check_id for check in self.signal_checks),
+            self.front_door_check.health_check_id,
+        ]
+        # Healthy only while every hard-fault check is: any one of them takes the region out by itself.
         self.health_check = route53.CfnHealthCheck(
             self,
             "RegionCheck",
             health_check_config=route53.CfnHealthCheck.HealthCheckConfigProperty(
                 type="CALCULATED",
-                child_health_checks=[check.attr_health_check_id for check in self.signal_checks],
-                health_threshold=len(self.signal_checks),
+                child_health_checks=children,
+                health_threshold=len(children),
             ),
             health_check_tags=[
-                route53.CfnHealthCheck.HealthCheckTagProperty(
-                    key="Name", value=f"{props.label or region} serving"
-                )
+                route53.CfnHealthCheck.HealthCheckTagProperty(key="Name", value=f"{label} serving")
             ],
         )
         ssm.StringParameter(
@@ -182,7 +197,11 @@ class RoutingEndpoint(Construct):
         threshold: float,
         comparison: cloudwatch.ComparisonOperator,
         minutes: int,
+        datapoints: int,
     ) -> cloudwatch.Alarm:
+        """An alarm Route 53 follows. Route 53 copies the alarm's metric, statistic, period, evaluation
+        periods and threshold (API reference, CloudWatchAlarmConfiguration: no DatapointsToAlarm), so the M
+        of N rule is the alarm's own; the orchestrator drains on the same rule."""
         return cloudwatch.Alarm(
             self,
             id,
@@ -192,7 +211,7 @@ class RoutingEndpoint(Construct):
             threshold=threshold,
             comparison_operator=comparison,
             evaluation_periods=minutes,
-            datapoints_to_alarm=minutes,
+            datapoints_to_alarm=datapoints,
             # For the alarm's own state only: Route 53 follows the metric data and decides missing data
             # with the health check's InsufficientDataHealthStatus.
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,

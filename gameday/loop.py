@@ -28,6 +28,7 @@ from gameday.scenario import (
     MetricsDelay,
     RegionDown,
     Scenario,
+    ServingErrors,
     Slowdown,
 )
 from gameday.serving import OVERLOAD_P99_MS, Curve, cached_curve
@@ -69,7 +70,8 @@ class RegionMinute:
     serving_before: int = 0  # serving tasks before the minute's control step
     fleets: int = 0  # fleets behind the row (a region of cells: every cell's)
     waiting: dict[str, int] = field(default_factory=dict)
-    capacity_rps: float = 0.0  # the serving tasks' throughput bound (0 while clients cannot reach them)
+    capacity_rps: float = 0.0  # what the serving tasks serve within the objective at best (0 if unreachable)
+    overload_shed_rps: float = 0.0  # of shed_rps, what the replicas refused at the edge for want of a slot
     good_rps: float = 0.0  # served with the first token within the objective
 
     def public(self) -> dict[str, Any]:
@@ -134,6 +136,7 @@ def region_row(cells: list[RegionMinute]) -> RegionMinute:
         fleets=sum(c.fleets for c in cells),
         waiting=waiting,
         capacity_rps=sum(c.capacity_rps for c in cells),
+        overload_shed_rps=sum(c.overload_shed_rps for c in cells),
         good_rps=sum(c.good_rps for c in cells),
     )
 
@@ -146,6 +149,9 @@ class Minute:
     # Routing target (a one-cell region, or a cell `us-east-1/2`) -> its own minute.
     cells: dict[str, RegionMinute] = field(default_factory=dict)
     fail_open: bool = False  # every record unhealthy: Route 53 answers with all of them
+    # Routing target -> the metrics of its alarms in ALARM that feed a paging composite in ALARM (what the
+    # page is about); a target absent is not paging. Not in the JSON.
+    pages: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def public(self, with_cells: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -223,6 +229,9 @@ class CellTwin:
         keys = {
             ("SlowFirstToken", "Average"): "slow_share",
             ("RequestFailed", "Average"): "error_share",
+            # Failed on the server's side and shed for want of a slot, apart (container metrics.py).
+            ("ServingError", "Average"): "serving_error_share",
+            ("Shed", "Average"): "shed_share",
             ("HealthyHostCount", "Minimum"): "healthy_hosts",
             ("TimeToFirstToken", "p99"): "ttft_p99_ms",
         }
@@ -235,6 +244,14 @@ def profile_speed(profile: Any, end: str) -> float:
     if end == "nominal":
         return 1.0
     return float(getattr(profile.throughput_range, end))
+
+
+def deployed_queue_bound(settings: Settings) -> int:
+    """The requests a replica lets wait beyond its batch slots before it sheds at once, as deployed: the
+    config's serving.max_queued_per_replica, or unset, the container's own default of one more batch
+    (container/serving/streaming_model.py, DEFAULT_QUEUE_MULTIPLE x max_num_seqs)."""
+    bound = settings.serving.max_queued_per_replica
+    return settings.model.max_num_seqs if bound is None else bound
 
 
 def _region_curve(
@@ -265,7 +282,9 @@ def _region_curve(
         engine = profile.engine(model.max_num_seqs, model.max_model_len, buckets, speed)
         templates.append(HostGroup(f.instance_type, engine, f.engine_replicas, 0))
     threshold = settings.observability.ttft_p99_threshold_ms
-    curve = cached_curve(templates, [float(f.max) for f in fleets], demand, threshold, CACHE)
+    curve = cached_curve(
+        templates, [float(f.max) for f in fleets], demand, threshold, CACHE, deployed_queue_bound(settings)
+    )
     slots = {f.instance_type: f.engine_replicas * model.max_num_seqs for f in fleets}
     return curve, slots
 
@@ -350,6 +369,15 @@ class Twin:
                 speed *= fault.speed(minute)
         return speed
 
+    def _failing(self, twin: CellTwin, minute: int) -> float:
+        """The share of the target's requests that fail on the server's side this minute."""
+        shares = [
+            f.share
+            for f in self.scenario.faults
+            if isinstance(f, ServingErrors) and self._hits(f, twin) and f.striking(minute)
+        ]
+        return max(shares, default=0.0)
+
     def _hits(self, fault: Any, twin: CellTwin) -> bool:
         """A fault naming a region hits each of its cells; one naming a cell (`us-east-1/2`) that cell."""
         return fault.region in (twin.name, twin.region)
@@ -375,10 +403,13 @@ class Twin:
         down: bool = False,
         unreachable: bool = False,
         speed: float = 1.0,
+        failing: float = 0.0,
     ) -> None:
         """One target's minute of serving. `down`: no target answers (the ALB sees every request fail);
         `unreachable`: clients cannot reach the front door, whose targets are healthy and idle (neither the
-        ALB nor the containers see the requests); `speed`: the engines' share of their normal speed."""
+        ALB nor the containers see the requests); `speed`: the engines' share of their normal speed;
+        `failing`: the share of the requests the replicas admit that fail on the server's side (answered
+        with an error at once, target 5xx)."""
         serving = {t: f.serving for t, f in twin.fleets.items()}
         dead = sum(f.dead_targets for f in twin.fleets.values())
         live = sum(serving.values())
@@ -389,7 +420,15 @@ class Twin:
         if down or unreachable or targets == 0:
             row.shed_rps = arriving
             row.error_share = 1.0 if arriving else 0.0
-            for key in ("slow_share", "ttft_p99_ms", "served_requests", "requests", "error_share"):
+            for key in (
+                "slow_share",
+                "ttft_p99_ms",
+                "served_requests",
+                "requests",
+                "error_share",
+                "serving_error_share",
+                "shed_share",
+            ):
                 twin.record(key, minute, None)
             twin.record("target5xx_share", minute, None)  # no target answered
             if unreachable and not down and targets:
@@ -412,7 +451,8 @@ class Twin:
             for t in twin.fleets:
                 twin.record(f"inflight:{t}", minute, None)
             return
-        row.capacity_rps = capacity * twin.curve.utilisation[-1]
+        # What the serving tasks can serve within the objective (the curve's best: gameday/serving.py).
+        row.capacity_rps = capacity * twin.curve.servable
         # Least outstanding requests: each target takes requests in inverse proportion to how long it holds
         # them, so a dead engine that fails at once draws far more than its share until its target leaves.
         even = arriving * live / targets / capacity if capacity else math.inf
@@ -420,22 +460,34 @@ class Twin:
         to_dead = arriving * failing_share(live, dead, hold)
         to_live = arriving - to_dead
         utilisation = to_live / capacity if capacity else math.inf
-        if utilisation <= twin.curve.utilisation[-1]:
+        if twin.curve.admitted_share:
+            # The replicas' admission bound sheds at the edge what finds every slot and the short queue
+            # full (UNAVAILABLE at once); what they admit is served at the curve's latency.
+            p99, slow, in_system = twin.curve.at(utilisation)
+            served = to_live * twin.curve.admitted(utilisation)
+        elif utilisation <= twin.curve.utilisation[-1]:
             p99, slow, in_system = twin.curve.at(utilisation)
             served = to_live
-        else:
+        else:  # no admission bound: the queue grows until clients give up
             p99, slow, in_system = OVERLOAD_TTFT_MS, 1.0, twin.curve.at(1.0)[2]
             served = capacity * twin.curve.utilisation[-1]
         if speed < 1.0 and served:
             # Slower engines: every time stretches by 1/speed; the slow share is read at the stretched p99's
             # place on the curve (the share of first tokens past the threshold at that latency).
+            at_speed = twin.curve.slow_at_speed(utilisation, speed)
             in_system /= speed
             p99 = min(p99 / speed, OVERLOAD_TTFT_MS)
-            slow = max(slow, twin.curve.slow_at_p99(p99))
-        failed = to_dead + (to_live - served)
+            # Measured at the stretched threshold where the curve has it (every time stretched by 1/speed).
+            slow = max(slow, twin.curve.slow_at_p99(p99) if at_speed is None else at_speed)
+        edge_shed = to_live - served  # refused at the edge for want of a slot
+        broken = served * failing  # fail fast: their slots are free for the rest
+        served -= broken
+        to_dead += broken
+        failed = to_dead + edge_shed
         row.served_rps = served
         row.good_rps = served * (1.0 - slow)
         row.shed_rps = failed
+        row.overload_shed_rps = edge_shed
         row.ttft_p99_ms = p99 if served else 0.0
         row.slow_share = slow
         row.error_share = failed / arriving if arriving else 0.0
@@ -446,9 +498,12 @@ class Twin:
             twin.record(f"inflight:{t}", minute, per_host if count else None)
         twin.record("slow_share", minute, slow if served else None)
         twin.record("error_share", minute, row.error_share if arriving else None)
+        # Sheds and server failures apart: dead engines fail requests, overload sheds them at once.
+        twin.record("serving_error_share", minute, to_dead / arriving if arriving else None)
+        twin.record("shed_share", minute, edge_shed / arriving if arriving else None)
         twin.record("ttft_p99_ms", minute, p99 if served else None)
         twin.record("healthy_hosts", minute, float(targets))
-        twin.record("elb5xx_percent", minute, 100.0 * (to_live - served) / arriving if arriving else 0.0)
+        twin.record("elb5xx_percent", minute, 100.0 * edge_shed / arriving if arriving else 0.0)
         # A dead engine's task answers its requests with a 5xx until its target leaves the group.
         twin.record("target5xx_share", minute, to_dead / arriving if arriving else 0.0)
         twin.record("requests", minute, arriving * 60)
@@ -479,6 +534,18 @@ class Twin:
                 if self.orchestrator is not None:
                     self.orchestrator.set_alarm(name, composite.name, state == cw.ALARM)
             twin.composite_states[composite.logical_id] = state
+        paging = [c for c in twin.control.composites if c.pages and composites[c.logical_id] == cw.ALARM]
+        if paging:
+            self.pages[name] = tuple(
+                sorted(
+                    {
+                        metric
+                        for key, alarm in twin.control.alarms.items()
+                        if twin.alarm_states[key] == cw.ALARM and any(key in c.rule for c in paging)
+                        for metric in alarm.metrics
+                    }
+                )
+            )
         # Route 53's own checkers probe an HTTPS endpoint from outside the region: they see what clients
         # see, so a front door nobody reaches fails them as a region down does.
         reachable = not (twin.down or twin.unreachable)
@@ -500,6 +567,7 @@ class Twin:
         delay = self._delay(minute)
         newest = minute - 1 - delay  # the newest minute CloudWatch has
         checks: dict[str, bool] = {}
+        self.pages: dict[str, tuple[str, ...]] = {}
         for name, twin in self.cells.items():
             twin.down = any(self._hits(f, twin) for f in self._faults(RegionDown, minute))
             twin.unreachable = any(self._hits(f, twin) for f in self._faults(FrontDoorDown, minute))
@@ -575,6 +643,7 @@ class Twin:
                 down=twin.down,
                 unreachable=twin.unreachable,
                 speed=self._speed(twin, minute),
+                failing=self._failing(twin, minute),
             )
             twin.healthy_targets = 0 if twin.down else row.tasks
             for fleet in twin.fleets.values():
@@ -583,7 +652,7 @@ class Twin:
                 )
             rows[name] = row
         regions = {region: region_row([rows[n] for n in names]) for region, names in self.regions.items()}
-        result = Minute(minute, regions, events, rows, fail_open)
+        result = Minute(minute, regions, events, rows, fail_open, self.pages)
         self.minutes.append(result)
         return result
 

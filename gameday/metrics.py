@@ -40,6 +40,8 @@ def datapoints(
     if requests >= 1:
         failed = requests * (raw.get("error_share") or 0.0)
         data.append(_statistics("RequestFailed", dimensions, at, requests, failed, 1.0))
+        for metric, key in (("ServingError", "serving_error_share"), ("Shed", "shed_share")):
+            data.append(_statistics(metric, dimensions, at, requests, requests * (raw.get(key) or 0.0), 1.0))
     if reporting >= 1:
         samples = reporting * gauge_samples
         in_flight = raw.get("in_flight") or 0.0

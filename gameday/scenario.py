@@ -46,6 +46,15 @@ class Slo(_Strict):
     error_share: Share | None = None
 
 
+class Page(_Strict):
+    """A page the day must raise: a paging alarm (one with the alarm topic as its action) of `target` (a
+    region, or a cell `us-east-1/2`) in ALARM on `metric` (one of the alarms it rests on) by minute `by`."""
+
+    target: str
+    metric: str
+    by: Minute
+
+
 class Judge(_Strict):
     """The verdict's thresholds for this scenario (docs/gameday.md, "Verdict")."""
 
@@ -55,6 +64,9 @@ class Judge(_Strict):
     lost_requests: Annotated[int, Field(ge=0)] = 0  # the most requests the day may lose, all regions
     # After a fault starts (and after it ends), the region or cell it names may miss the SLO this long.
     grace_minutes: Annotated[int, Field(ge=0, le=120)] = 15
+    # Pages an operator must get: overload and latency page rather than drain, so a page that never comes
+    # is a failure of its own.
+    pages: list[Page] = []
 
 
 class Metrics(_Strict):
@@ -131,6 +143,20 @@ class Slowdown(_Fault):
         return self.factor
 
 
+class ServingErrors(_Fault):
+    """A `share` of the region's (or cell's) requests fail on the server's side (a bad model build, a
+    dependency of the request path failing) while every target passes its health checks. With `every` 2
+    it strikes on alternate minutes from `at` (a fault that flaps: never N bad minutes in a row)."""
+
+    kind: Literal["serving_errors"]
+    region: str
+    share: Annotated[float, Field(gt=0, le=1)]
+    every: Annotated[int, Field(ge=1, le=60)] = 1
+
+    def striking(self, minute: int) -> bool:
+        return self.active(minute) and (minute - self.at) % self.every == 0
+
+
 class ApiErrors(_Fault):
     kind: Literal["api_errors"]
     service: Literal["route53", "cloudwatch", "ssm"]
@@ -150,6 +176,7 @@ Fault = Annotated[
     | FrontDoorDown
     | EngineDeaths
     | Slowdown
+    | ServingErrors
     | CapacityShortage
     | ApiErrors
     | DuplicateRuns

@@ -137,6 +137,7 @@ class CompositeAlarm:
     logical_id: str
     name: str
     rule: str  # ALARM(<logical id>) OR ..., references resolved to logical ids
+    pages: bool = False  # has AlarmActions (the stack's alarm topic): its ALARM reaches a person
 
 
 @dataclass(frozen=True)
@@ -466,7 +467,7 @@ def read_region(region: str, template: dict[str, Any]) -> RegionControl:
     resources = template["Resources"]
     alarms = {key: _alarm(key, p) for key, p in _of_type(resources, "AWS::CloudWatch::Alarm").items()}
     composites = tuple(
-        CompositeAlarm(key, str(p.get("AlarmName", key)), _rule(p["AlarmRule"]))
+        CompositeAlarm(key, str(p.get("AlarmName", key)), _rule(p["AlarmRule"]), bool(p.get("AlarmActions")))
         for key, p in _of_type(resources, "AWS::CloudWatch::CompositeAlarm").items()
     )
     checks: dict[str, HealthCheck] = {}

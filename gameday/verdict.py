@@ -8,17 +8,21 @@ nothing. The rules:
   judged on its own rows, a one-cell region on its own;
 - goodput (requests served within the objective over min(offered, the fleets' capacity), over the day)
   per region and overall, against the scenario's threshold;
-- requests lost over the day within the scenario's budget;
+- requests lost over the day within the scenario's budget, except those shed at the edge for demand beyond
+  what their target could serve within the objective (shedding that is the answer to overload; goodput
+  judges where it happened); the same excess is not an SLO error;
 - a weight moves at most the policy's `max_step` in a minute (its documented limit: the drop step for a
   region on its way to the floor, and the freed weight handed to the best-ranked region when every region
   looks bad); a cell's weight is split inside its region by design and is not held to it;
 - a region or cell still serving with at least half its targets is not drained (weight to the floor, or
-  its Route 53 check failing); minutes where every record is unhealthy are Route 53 failing open, judged as
+  its Route 53 check failing), unless it fails over 5% of its requests on the server's side (a hard
+  fault, serving_errors); minutes where every record is unhealthy are Route 53 failing open, judged as
   such (a violation of their own), never as a drain;
 - a region or cell that is down, or whose front door is, leaves Route 53's answers within 5 minutes and is
   back to half its weight by the end;
 - no minute stops more than 10% of a region's serving tasks (and more than one a fleet);
 - tasks wait for hosts at most 20 minutes (outside a capacity shortage);
+- each page the scenario names (a paging alarm of a target, in ALARM on a metric) comes by its minute;
 - with a counterfactual, the orchestrator must have made each named measure strictly better."""
 
 from __future__ import annotations
@@ -28,13 +32,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gameday.loop import Minute, RegionMinute
-from gameday.scenario import CapacityShortage, FrontDoorDown, RegionDown, Scenario
+from gameday.scenario import (
+    CapacityShortage,
+    EngineDeaths,
+    FrontDoorDown,
+    RegionDown,
+    Scenario,
+    ServingErrors,
+)
 from settings.cells import region_of
 
 DRAIN_MINUTES = 5  # a region down is out of Route 53's answers within this
 TASK_DROP_SHARE = 0.1  # no minute stops more than this share of a region's serving tasks (or one a fleet)
 HOST_WAIT_MINUTES = 20  # tasks waiting for hosts get some within this (steps minutes apart, not half-hours)
 SERVING_SHARE_NOT_DRAINED = 0.5  # a region still serving with at least this share of its targets stays in
+HARD_FAULT_ERRORS = 0.05  # server-side error share above which a target may be drained (docs/routing.md)
 
 
 @dataclass(frozen=True)
@@ -78,7 +90,8 @@ class Summary:
 
 def excused(scenario: Scenario, target: str, minute: int) -> bool:
     """A routing target's minute inside the grace of a fault of its own (its own or its region's), or
-    while it is down (requests sent there are lost: the budget and the drain deadline judge those)."""
+    while it is down or failing requests by the fault's design (requests sent there are lost: the budget
+    and the drain deadline judge those)."""
     grace = scenario.judge.grace_minutes
     for fault in scenario.faults:
         named = getattr(fault, "region", None)
@@ -88,9 +101,59 @@ def excused(scenario: Scenario, target: str, minute: int) -> bool:
             return True
         if fault.until is not None and fault.until <= minute < fault.until + grace:
             return True
-        if isinstance(fault, RegionDown | FrontDoorDown) and fault.active(minute):
+        if isinstance(fault, RegionDown | FrontDoorDown | ServingErrors) and fault.active(minute):
             return True
     return False
+
+
+def unavoidable_share(minute: Minute) -> float:
+    """Of the targets' demand beyond their own capacity, the share no routing could have placed: the
+    demand beyond every target's capacity together (1 in a global overload, 0 while the excess would fit
+    in another target's room)."""
+    rows = list(_targets(minute).values())
+    excess = sum(max(r.offered_rps - r.capacity_rps, 0.0) for r in rows)
+    beyond_all = max(sum(r.offered_rps for r in rows) - sum(r.capacity_rps for r in rows), 0.0)
+    return min(beyond_all / excess, 1.0) if excess > 0 else 0.0
+
+
+def judged_lost_rps(row: RegionMinute, unavoidable: float) -> float:
+    """The failed requests the SLO and the lost-request budget judge: every one, except those shed at the
+    edge for demand that no target could serve within the objective (`unavoidable` of the target's excess
+    over its capacity). Shedding that is the designed answer to overload (docs/routing.md, "Overload is
+    not a fault"). Sheds while another target had room, engines' errors and requests sent to a target that
+    is down are all judged."""
+    excess = max(row.offered_rps - row.capacity_rps, 0.0) * unavoidable
+    return max(row.shed_rps - min(row.overload_shed_rps, excess), 0.0)
+
+
+def judged_errors(row: RegionMinute, unavoidable: float) -> float:
+    return judged_lost_rps(row, unavoidable) / row.offered_rps if row.offered_rps else 0.0
+
+
+def _fault_end(fault: ServingErrors | EngineDeaths, minute: int) -> int:
+    """Engine deaths happen in their minute; serving errors last until `until`, or the whole day."""
+    if fault.until is not None:
+        return fault.until
+    return fault.at + 1 if isinstance(fault, EngineDeaths) else minute + 1
+
+
+def failing(scenario: Scenario, target: str, minute: int) -> bool:
+    """Inside a serving-errors fault of its own (or its region's) above the hard-fault threshold, or an
+    engine-deaths one (least outstanding requests feeds dead engines far more than their share), or its
+    grace after: a target that fails that many requests may leave DNS, whether or not it serves."""
+    grace = scenario.judge.grace_minutes
+    if any(
+        isinstance(f, FrontDoorDown) and f.region in (target, region_of(target)) and f.active(minute)
+        for f in scenario.faults
+    ):
+        return True  # clients cannot reach it: its check fails as a region down's does
+    return any(
+        isinstance(f, ServingErrors | EngineDeaths)
+        and f.region in (target, region_of(target))
+        and f.share > (HARD_FAULT_ERRORS if isinstance(f, ServingErrors) else 0)
+        and f.at <= minute < _fault_end(f, minute) + grace
+        for f in scenario.faults
+    )
 
 
 def _targets(minute: Minute) -> dict[str, RegionMinute]:
@@ -122,11 +185,16 @@ def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summar
     slo_minutes = dict.fromkeys(regions, 0)
     lost = 0.0
     outside: dict[str, list[int]] = {}
+    avoidable = 0.0  # lost beyond the demand no target could serve: what the budget judges
     for m in minutes:
         lost += sum(row.shed_rps for row in m.regions.values()) * 60
+        unavoidable = unavoidable_share(m)
+        avoidable += sum(judged_lost_rps(row, unavoidable) for row in _targets(m).values()) * 60
         missed_regions: set[str] = set()
         for target, row in _targets(m).items():
-            if row.offered_rps > 0 and (row.ttft_p99_ms > rules.slo_ms or row.error_share > rules.slo_errors):
+            if row.offered_rps > 0 and (
+                row.ttft_p99_ms > rules.slo_ms or judged_errors(row, unavoidable) > rules.slo_errors
+            ):
                 missed_regions.add(region_of(target))
                 if not excused(scenario, target, m.minute):
                     outside.setdefault(target, []).append(m.minute)
@@ -143,9 +211,12 @@ def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summar
     for name, share in goodput.items():
         if share < threshold:
             violations.append(f"{name}: goodput {share:.2%} below {threshold:.2%}")
-    if lost > scenario.judge.lost_requests:
+    if avoidable > scenario.judge.lost_requests:
         budget = scenario.judge.lost_requests
-        violations.append(f"{round(lost):,} requests lost, over the budget of {budget:,}")
+        violations.append(
+            f"{round(avoidable):,} requests lost (of {round(lost):,}; the rest shed for demand beyond what "
+            f"the fleets could serve), over the budget of {budget:,}"
+        )
 
     fail_open = [m.minute for m in minutes if m.fail_open]
     if fail_open:
@@ -182,6 +253,7 @@ def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summar
                 and drained(before, row)
                 and not row.down
                 and share >= SERVING_SHARE_NOT_DRAINED
+                and not failing(scenario, region, current.minute)
             ):
                 reported.add(region)
                 violations.append(
@@ -203,6 +275,7 @@ def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summar
                 and drained(before, row)
                 and not row.down
                 and share >= SERVING_SHARE_NOT_DRAINED
+                and not failing(scenario, name, current.minute)
             ):
                 violations.append(
                     f"{name}: drained in minute {current.minute} while {share:.0%} of its targets served"
@@ -234,6 +307,20 @@ def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summar
                 last = row_of(minutes[-1], fault.region).weight
                 if last < initial.get(fault.region, 0) / 2:
                     violations.append(f"{fault.region}: not back after the outage (weight {last} at the end)")
+
+    for page in scenario.judge.pages:
+        raised = [
+            m.minute
+            for m in minutes
+            if m.minute <= page.by
+            and any(
+                target in (page.target,) or region_of(target) == page.target
+                for target, metrics in m.pages.items()
+                if page.metric in metrics
+            )
+        ]
+        if not raised:
+            violations.append(f"{page.target}: no page on {page.metric} by minute {page.by}")
 
     shortages = [f for f in scenario.faults if isinstance(f, CapacityShortage)]
     waits: dict[tuple[str, str], int] = {}

@@ -16,8 +16,10 @@ from typing import Any
 from ops.routing_scenario import Minute, MinuteOfRegion, Scenario
 from orchestrator.routing.cells import decide_cells
 from orchestrator.routing.config import OrchestratorConfig, RegionTarget
+from orchestrator.routing.history import weights_followed
 from orchestrator.routing.policy import PolicyParams, RegionMemory, RegionSignals
-from orchestrator.routing.signals import PERIOD_SECONDS, minute_to_read, read_signals
+from orchestrator.routing.signals import PERIOD_SECONDS, minute_to_read, read_newest
+from orchestrator.routing.state import KEEP_DECISIONS
 from settings.cells import region_of
 
 # Any fixed start: the reader only needs each run's minute.
@@ -79,19 +81,19 @@ class ScenarioCloudWatch:
         self.alarm = bool(figures and figures.degraded)
 
     def get_metric_data(
-        self, *, MetricDataQueries: list[dict[str, Any]], StartTime: datetime, **_: Any
+        self, *, MetricDataQueries: list[dict[str, Any]], StartTime: datetime, EndTime: datetime, **_: Any
     ) -> dict:
-        held = self.minutes.get(StartTime, {})
+        minutes = sorted(m for m in self.minutes if StartTime <= m < EndTime)
         results = []
         for query in MetricDataQueries:
             stat = query["MetricStat"]
-            value = held.get((stat["Metric"]["MetricName"], stat["Stat"]))
-            found = value is not None
+            key = (stat["Metric"]["MetricName"], stat["Stat"])
+            found = [(m, self.minutes[m][key]) for m in minutes if key in self.minutes[m]]
             results.append(
                 {
                     "Id": query["Id"],
-                    "Timestamps": [StartTime] if found else [],
-                    "Values": [value] if found else [],
+                    "Timestamps": [m for m, _ in found],
+                    "Values": [v for _, v in found],
                     "StatusCode": "Complete",
                 }
             )
@@ -133,6 +135,8 @@ def replay(scenario: Scenario, params: PolicyParams, gauge_interval_seconds: int
     memory: dict[str, RegionMemory] = {}
     cloudwatch = {name: ScenarioCloudWatch(name, gauge_interval_seconds) for name in scenario.regions}
     min_hosts: dict[str, int] = {}  # a region's fleets' minimum, as config gives it; the scenario's last
+    last_read: dict[str, datetime | None] = dict.fromkeys(scenario.regions)  # as the state keeps it
+    decisions: list[dict[str, Any]] = []  # the runs the state remembers: what each minute's requests followed
     result = []
     for index, minute in enumerate(scenario.minutes):
         run_minute = FIRST_RUN + timedelta(minutes=index)
@@ -142,11 +146,21 @@ def replay(scenario: Scenario, params: PolicyParams, gauge_interval_seconds: int
             if figures is not None:
                 min_hosts[name] = figures.min_hosts
         config = rehearsal_config(scenario, params, min_hosts, gauge_interval_seconds)
-        signals: dict[str, RegionSignals | None] = {
-            region.name: read_signals(cloudwatch[region.name], config, region, run_minute)
-            for region in config.regions
-        }
-        decision = decide_cells(params, budget, weights, signals, memory, groups_of(scenario.regions))
+        signals: dict[str, RegionSignals | None] = {}
+        followed: dict[str, int] = {}
+        for region in config.regions:
+            signals[region.name], read = read_newest(
+                cloudwatch[region.name], config, region, run_minute, last_read[region.name]
+            )
+            last_read[region.name] = read or last_read[region.name]
+            followed[region.name] = weights_followed(decisions, read, {region.name: weights[region.name]})[
+                region.name
+            ]
+        decision = decide_cells(
+            params, budget, weights, signals, memory, groups_of(scenario.regions), followed=followed
+        )
+        time = run_minute.isoformat().replace("+00:00", "Z")
+        decisions = [*decisions, {"time": time, "weights": decision.weights}][-KEEP_DECISIONS:]
         bad = frozenset(name for name, s in signals.items() if s is not None and s.problems(params))
         result.append(Minute(index, decision, bad))
         weights, memory = decision.weights, decision.memory

@@ -181,9 +181,17 @@ class Outcome:
     ttft: np.ndarray  # seconds from arrival to first token, per request
     finish: np.ndarray  # seconds, when the last token left
     host: np.ndarray  # index of the host that served it
+    # Refused at once by a replica holding its slots and a full queue (the container's admission bound):
+    # no first token; ttft and finish are NaN for these.
+    shed: np.ndarray | None = None
+
+    @property
+    def admitted(self) -> np.ndarray:
+        return np.ones(len(self.ttft), dtype=bool) if self.shed is None else ~self.shed
 
     def p99_ttft_ms(self) -> float:
-        return float(np.percentile(self.ttft, 99) * 1000) if len(self.ttft) else 0.0
+        ttft = self.ttft[self.admitted]
+        return float(np.percentile(ttft, 99) * 1000) if len(ttft) else 0.0
 
 
 class _Replica:
@@ -228,9 +236,14 @@ def simulate(
     requests: Requests,
     balancer: Balancer = Balancer.LEAST_OUTSTANDING,
     batching: Batching = Batching.CONTINUOUS,
+    max_queued: int | None = None,
 ) -> Outcome:
     """Serve every request (the fleet drains after the last arrival) and return when each got its first
-    and last token. Pure: the same inputs give the same outcome."""
+    and last token. Pure: the same inputs give the same outcome.
+
+    `max_queued`: the container's admission bound (container/serving/streaming_model.py): a replica that
+    already holds max_num_seqs + max_queued requests refuses the next at once (UNAVAILABLE, "shed"); the
+    balancer's choice is the least loaded, so every replica is full then. None: every request waits."""
     replicas: list[_Replica] = []
     host_replicas: list[list[_Replica]] = []
     prefilled: dict[tuple[int, ...], list[int]] = {}  # bucket list -> padded prompts, shared by its engines
@@ -256,6 +269,7 @@ def simulate(
     ttft = [0.0] * count
     finish = [0.0] * count
     served_by = [0] * count
+    shed = [False] * count
     host_out = [0] * hosts
     # (time, key): key >= 0 is a replica's next step; key < 0 is request ~key ending (static batching only).
     events: list[tuple[float, int]] = []
@@ -349,9 +363,13 @@ def simulate(
         for candidate in members:
             if candidate.outstanding < replica.outstanding:
                 replica = candidate
+        served_by[request] = replica.index
+        if max_queued is not None and replica.outstanding >= replica.cap + max_queued:
+            shed[request] = True
+            ttft[request] = finish[request] = math.nan
+            continue
         host_out[host] += 1
         replica.outstanding += 1
-        served_by[request] = replica.index
         replica.queue.append(request)
         if not replica.busy:
             # Every event up to now has run, so an idle engine starts on it at once.
@@ -368,4 +386,9 @@ def simulate(
     advance(math.inf)
 
     host_of = np.array([r.host for r in replicas], dtype=np.int64)
-    return Outcome(np.array(ttft), np.array(finish), host_of[np.array(served_by, dtype=np.int64)])
+    return Outcome(
+        np.array(ttft),
+        np.array(finish),
+        host_of[np.array(served_by, dtype=np.int64)],
+        np.array(shed) if max_queued is not None else None,
+    )

@@ -45,6 +45,20 @@ def deploy_warnings(config: WholeConfig, now: datetime | None = None) -> list[tu
     return found
 
 
+def orchestrator_warnings(regions: int, home: str, largest: str) -> list[tuple[KeyPath, str]]:
+    """The orchestrator in the largest serving region (only ever as configured: the default is another)."""
+    if regions < 2 or home != largest:
+        return []
+    return [
+        (
+            ("routing", "orchestrator_region"),
+            f"{home} is the largest serving region: an impairment of its CloudWatch or Lambda would hold "
+            "every weight where it is just when its own traffic may need to move (the hard-fault health "
+            "checks still act); run the orchestrator in another region",
+        )
+    ]
+
+
 def _event_warnings(config: WholeConfig, now: datetime) -> list[tuple[KeyPath, str]]:
     found: list[tuple[KeyPath, str]] = []
     for index, event in enumerate(config.events):

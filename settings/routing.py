@@ -12,14 +12,22 @@ from settings.types import RegionName, StrictModel
 class RoutingConfig(StrictModel):
     """How the traffic orchestrator and the Route 53 health checks judge a region and move its weight."""
 
-    # Where the orchestrator runs (its schedule, state and override parameters); default: the first region.
+    # Where the orchestrator runs (its schedule, state and override parameters); default: the largest serving
+    # region but one (by weight, then hosts), so an impairment there leaves the orchestrator running; set to
+    # the largest region itself, validation warns.
     orchestrator_region: RegionName | None = None
-    # A region is bad in a minute when the share of its streams with a first token slower than
-    # observability.ttft_p99_threshold_ms is above this (0.01: p99 above the threshold) ...
+    # Streams with a first token slower than observability.ttft_p99_threshold_ms above this share page
+    # (0.01: p99 above the threshold). Latency rises with load: it never drains a region nor takes it out
+    # of DNS; the orchestrator moves weight by spare slots instead.
     slow_first_token_share: Annotated[float, Field(gt=0, lt=1)] = 0.01
-    # ... or when more than this share of its requests failed ...
+    # A region is bad (drained, and out of DNS on 3 of 5 minutes) when more than this share of its requests
+    # failed on the server's side; shed requests are not failures.
     error_share: Annotated[float, Field(gt=0, lt=1)] = 0.01
-    # ... or when fewer hosts are healthy than this share of its fleets' summed minimums (at least one).
+    # A region leaves Route 53's answers when more than this share failed on the server's side in 3 of the
+    # last 5 minutes: a hard fault, cannot serve. Above error_share, so that errors between the two drain it
+    # by weight (with the orchestrator's recovery wait) instead of flapping its DNS record.
+    dns_error_share: Annotated[float, Field(gt=0, lt=1)] = 0.05
+    # Kept for configs that set it; no longer used: only no healthy host at all is a hard fault.
     min_healthy_host_share: Annotated[float, Field(gt=0, le=1)] = 0.5
     # Weight every region keeps while it is not pinned, degraded or not, so it stays warm.
     floor: Annotated[int, Field(ge=1, le=255)] = 5
@@ -38,6 +46,15 @@ class RoutingConfig(StrictModel):
     # true adds reserved concurrency 1, which Lambda allows only where the account keeps 100 unreserved
     # besides it (`make preflight` reads the account's concurrency and says whether it fits).
     reserved_concurrency: bool = False
+
+    @model_validator(mode="after")
+    def _dns_bar_above_the_drain_bar(self) -> Self:
+        if self.dns_error_share < self.error_share:
+            raise ValueError(
+                f"dns_error_share ({self.dns_error_share}) is below error_share ({self.error_share}): a "
+                "region would leave DNS before the orchestrator drained it"
+            )
+        return self
 
     @model_validator(mode="after")
     def _drain_after_confirming(self) -> Self:

@@ -20,7 +20,7 @@ from settings.cross_checks import (
     network_problems,
 )
 from settings.deploy import DeployConfig
-from settings.deploy_warnings import deploy_warnings
+from settings.deploy_warnings import deploy_warnings, orchestrator_warnings
 from settings.events import EventConfig, EventHosts
 from settings.fleets import (
     CapacityBlockConfig,
@@ -190,7 +190,10 @@ class Settings(StrictModel):
 
     def warnings(self, now: datetime | None = None) -> list[tuple[KeyPath, str]]:
         """(key path, message) for what validates but will likely fail at deploy time, or is stale."""
-        return deploy_warnings(self, now)
+        return [
+            *deploy_warnings(self, now),
+            *orchestrator_warnings(len(self.regions), self.orchestrator_region, self.largest_region),
+        ]
 
     def readiness_problems(self) -> list[tuple[KeyPath, str]]:
         """What a production deploy needs beyond a valid config: the weights' revision, which keys the
@@ -266,9 +269,27 @@ class Settings(StrictModel):
         return (hosts.min, hosts.max) if hosts else (fleet.min, fleet.max)
 
     @property
+    def largest_region(self) -> str:
+        """The region that serves the most: the highest weight, then the most hosts at its fleets' max."""
+        return max(self.regions, key=self._serving_size)
+
+    def _serving_size(self, name: str) -> tuple[int, int]:
+        region = self.regions[name]
+        return region.weight, sum(fleet.max for fleet in region.fleets)
+
+    @property
     def orchestrator_region(self) -> str:
-        """Where the global routing stack and its orchestrator live."""
-        return self.routing.orchestrator_region or next(iter(self.regions))
+        """Where the global routing stack and its orchestrator live: as configured, else the largest serving
+        region but one, so an impairment of the largest region's CloudWatch or Lambda does not take away
+        the orchestrator of the traffic it would have to move (one region: that one)."""
+        if self.routing.orchestrator_region:
+            return self.routing.orchestrator_region
+        others = sorted(
+            (name for name in self.regions if name != self.largest_region),
+            key=self._serving_size,
+            reverse=True,
+        )
+        return others[0] if others else next(iter(self.regions))
 
     def min_healthy_hosts(self, region: str, cell: int = 1) -> int:
         """Healthy hosts below which a cell (the region, when it is one cell) is failed out of DNS and

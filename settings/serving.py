@@ -41,8 +41,12 @@ class ServingConfig(StrictModel):
     shared_memory_mib: Annotated[int, Field(ge=64, le=65536)] = 4096
     # Requests an engine replica lets wait beyond its max_num_seqs batch slots; past it a request is refused
     # at once (UNAVAILABLE, counted as Shed) so the client or the ALB's next pick goes to a host with room.
-    # None: the container's default, one more batch (max_num_seqs). 0 refuses whatever finds no free slot.
-    max_queued_per_replica: Annotated[int, Field(ge=0, le=4096)] | None = None
+    # A short queue keeps what is admitted within the first-token objective under overload: with one more
+    # batch waiting (the container's own default, null here) a request waits about a whole stream for its
+    # slot, and an overloaded fleet serves almost nothing within the objective; with one, it sheds the
+    # excess and serves what it admits within it (docs/routing.md, "Overload is not a fault"; measured by
+    # the planner's simulator, tests/gameday/test_serving.py). 0 refuses whatever finds no free slot.
+    max_queued_per_replica: Annotated[int, Field(ge=0, le=4096)] | None = 1
     # Triton's gRPC port in the container (the ALB's gRPC target group).
     grpc_port: Annotated[int, Field(ge=1024, le=65535)] = 8001
     # Triton's HTTP port in the container (the ALB's HTTP target group and health check).

@@ -38,6 +38,7 @@ from stacks.routing_names import (
     POWERTOOLS_VERSION,
     degraded_alarm_name,
     neuron_ami_parameter,
+    policy_params,
     unfit_alarm_name,
 )
 from stacks.routing_names import stack_name as stack_name
@@ -348,9 +349,11 @@ def observability_props(settings: Settings, region: str, cell: int = 1) -> Obser
         metrics_namespace=settings.cell_metrics_namespace(this),
         model_name=settings.model.name,
         ttft_p99_threshold_ms=settings.observability.ttft_p99_threshold_ms,
-        # The orchestrator's own bar for failed requests, held as long as it waits before draining.
+        # The orchestrator's own bar for failed requests, on its own M of N.
         target_error_share=settings.routing.error_share,
-        unfit_minutes=settings.routing.bad_runs_to_drain,
+        unfit_minutes=policy_params(settings).bad_runs_in_window,
+        unfit_window_minutes=policy_params(settings).window_runs,
+        slow_first_token_share=settings.routing.slow_first_token_share,
         alarm_email=settings.observability.alarm_email,
         alarm_topic_arn=settings.observability.alarm_topic(region),
         catalog_follow_seconds=settings.model.catalog_follow_seconds,
@@ -432,9 +435,10 @@ def routing_endpoint_props(settings: Settings, region: str, cell: int = 1) -> Ro
         health_check_parameter=routing_names.health_check_parameter(settings, region, cell),
         metrics_namespace=settings.cell_metrics_namespace(this),
         model_name=settings.model.name,
-        slow_first_token_share=routing.slow_first_token_share,
-        error_share=routing.error_share,
-        min_healthy_hosts=settings.min_healthy_hosts(region, cell),
+        error_share=routing.dns_error_share,
         label="" if this.count == 1 else this.name,
         evaluation_minutes=routing.bad_runs_to_drain,
+        alb_ready_path=ready_path(settings),
+        error_bad_minutes=policy_params(settings).bad_runs_in_window,
+        error_window_minutes=policy_params(settings).window_runs,
     )

@@ -114,9 +114,9 @@ class RegionalServing(Stack):
                 *(alarm for fleet in self.fleets for alarm in fleet.alarms),
                 *self.routing.alarms,
             ],
+            # Hard faults only: latency and sheds page (region-degraded) but never drain.
             serving_alarms=[
                 *no_healthy_target_alarms(load_balancer),
-                self.routing.slow_first_token_alarm,
                 self.routing.error_share_alarm,
             ],
         )

@@ -26,6 +26,7 @@ INPUT_TOKENS = "InputTokens"
 REQUEST_FAILED = "RequestFailed"
 REQUEST_REJECTED = "RequestRejected"
 SHED = "Shed"
+SERVING_ERROR = "ServingError"
 REQUESTS_IN_FLIGHT = "RequestsInFlight"
 QUEUE_DEPTH = "QueueDepth"
 KV_CACHE_USAGE = "KvCacheUsage"
@@ -230,6 +231,8 @@ def request_metrics_record(
     cancelled or cut off while queued) counts SlowFirstToken=1 too, with no TTFT: a queue that makes clients
     give up must show in the slow share. Shed is 0 or 1 for every accepted request (its Average is the share
     refused at once because the replica's queue was full); a shed request is also a failed one.
+    ServingError is 0 or 1 for every accepted request too: failed on the server's side, sheds not counted,
+    so its Average is the error share a Route 53 health check can follow (overload is not a fault).
     """
     metrics = []
     if ttft_ms is not None:
@@ -245,6 +248,7 @@ def request_metrics_record(
     else:
         metrics.append(MetricValue(REQUEST_FAILED, int(failed or shed), "Count"))
         metrics.append(MetricValue(SHED, int(shed), "Count"))
+        metrics.append(MetricValue(SERVING_ERROR, int(bool(failed) and not shed), "Count"))
     return emf_record(
         namespace=namespace or namespace_from_env(),
         dimensions=dimensions,

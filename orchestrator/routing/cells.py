@@ -15,20 +15,24 @@ region's name).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from .policy import (
-    DEADBAND,
+    MAX_WEIGHT,
     Decision,
     PolicyParams,
     RegionDecision,
     RegionMemory,
     RegionSignals,
     Status,
+    apportion,
+    balanced_shares,
+    confirmed_bad,
     decide,
     remember,
+    step_toward,
     summarize,
-    utilization,
 )
 
 
@@ -52,36 +56,24 @@ def region_signals_of(
     else:
         slow = max(s.slow_first_token_share for s in chosen)
         failed = max(s.error_share for s in chosen)
+    # The region's shed share from its demand: slots' worth of load over what was kept in flight.
+    in_flight = sum(s.requests_in_flight for s in chosen)
+    load = sum(s.load for s in chosen)
+    shed = 1.0 - in_flight / load if load > 0 else 0.0
     combined = RegionSignals(
         slow_first_token_share=slow,
         error_share=failed,
         healthy_hosts=hosts,
         min_hosts=sum(s.min_hosts for s in chosen),
         serving_slots=sum(s.serving_slots for s in chosen),
-        requests_in_flight=sum(s.requests_in_flight for s in chosen),
+        requests_in_flight=in_flight,
         degraded=any(s.degraded for s in chosen),
+        shed_share=shed,
     )
     if not kept and not combined.problems(params):
         # Every cell is bad, each for its own reason (one short of hosts, one with errors): so is the region.
         combined = RegionSignals(**{**vars(combined), "degraded": True})
     return combined
-
-
-def apportion(total: int, shares: Mapping[str, float]) -> dict[str, int]:
-    """`total` in whole weights in proportion to `shares` (equal parts when all are 0), adding up exactly:
-    largest remainders first, ties to the first named."""
-    if not shares:
-        return {}
-    amount = sum(shares.values())
-    exact = {
-        name: (total * share / amount if amount > 0 else total / len(shares))
-        for name, share in shares.items()
-    }
-    result = {name: int(value) for name, value in exact.items()}
-    left = total - sum(result.values())
-    for name in sorted(exact, key=lambda n: -(exact[n] - result[n]))[:left]:
-        result[name] += 1
-    return result
 
 
 def split_region(
@@ -91,8 +83,14 @@ def split_region(
     current: Mapping[str, int],
     signals: Mapping[str, RegionSignals | None],
     memory: Mapping[str, RegionMemory],
+    followed: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, int], dict[str, RegionMemory], list[RegionDecision]]:
-    """A region's weight `total` over its cells; the cells' new memory and what each did and why."""
+    """A region's weight `total` over its cells; the cells' new memory and what each did and why.
+
+    A drained cell steps down to the floor, and its siblings take what it gives up only as far as their
+    spare slots go (weight per slot of demand, measured, times spare slots): the rest leaves the region,
+    whose total falls by the drained cell's share. A cell without metrics holds its weight. The weights
+    returned may add up to less than `total`, never more."""
     start = RegionMemory(good_runs=params.healthy_runs_to_recover - 1)
     new_memory: dict[str, RegionMemory] = {}
     status: dict[str, Status] = {}
@@ -102,8 +100,9 @@ def split_region(
         streak = new_memory[name]
         if signals.get(name) is None:
             status[name], detail[name] = Status.MISSING, "no metrics: weight holds"
-        elif problems and streak.bad_runs >= params.bad_runs_to_drain:
-            status[name], detail[name] = Status.DEGRADED, f"{', '.join(problems)}: drained inside its region"
+        elif confirmed_bad(params, streak, problems):
+            why = ", ".join(problems) or f"bad in {streak.bad_in_window(params)} of {params.window_runs} runs"
+            status[name], detail[name] = Status.DEGRADED, f"{why}: drained inside its region"
         elif problems:
             status[name] = Status.SUSPECT
             detail[name] = f"{', '.join(problems)} ({streak.bad_runs}/{params.bad_runs_to_drain} runs)"
@@ -116,26 +115,49 @@ def split_region(
     takers = [n for n in names if status[n] is Status.HEALTHY] or [
         n for n in names if status[n] is Status.RECOVERING
     ]
+
+    def stepped_down(name: str) -> int:
+        weight = current.get(name, 0)
+        return min(weight, max(params.floor, weight - params.drop_step))
+
     if not takers:
-        # No cell to take weight: keep the cells' proportions; the region's own decision drains it whole.
-        weights = apportion(total, {n: float(current.get(n, 0)) for n in names})
+        # No cell to take weight: cells without healthy hosts still step down (their weight leaves the
+        # region, whose own decision drains it whole), the others keep their proportions.
+        hostless = [
+            n
+            for n in names
+            if status[n] is Status.DEGRADED and signals[n] is not None and signals[n].healthy_hosts < 1  # type: ignore[union-attr]
+        ]
+        held = {n: stepped_down(n) for n in hostless}
+        rest = [n for n in names if n not in hostless]
+        left = max(total - sum(held.values()), 0) if rest else 0
+        weights = {**held, **apportion(left, {n: float(current.get(n, 0)) for n in rest})}
     else:
-        held: dict[str, int] = {}
+        held = {}
+        freed = 0
         for name in names:
             if name in takers:
                 continue
             weight = current.get(name, 0)
             if status[name] is Status.DEGRADED:
-                weight = min(weight, max(params.floor, weight - params.drop_step))
+                weight = stepped_down(name)
+                freed += current.get(name, 0) - weight
             held[name] = weight
         if sum(held.values()) > total:
             held = apportion(total, {n: float(w) for n, w in held.items()})
-        spare = {n: signals[n].spare_slots for n in takers}  # type: ignore[union-attr]
-        weights = {**held, **_damped_split(total - sum(held.values()), takers, current, signals)}
+        room = sum(_room(current.get(n, 0), signals[n]) for n in takers)  # type: ignore[arg-type]
+        # What the siblings cannot take leaves the region with the drained cell.
+        taken_total = total - sum(held.values()) - math.ceil(max(freed - room, 0.0))
+        weights = {
+            **held,
+            **_damped_split(max(taken_total, 0), takers, current, signals, followed or current),
+        }
+        if freed > room:
+            for name in takers:
+                detail[name] = f"takes {room:.0f} of the {freed} a drained sibling gave up (its spare slots)"
         for name in takers:
-            spare_total = sum(spare.values())
-            if spare_total > 0 and status[name] is Status.HEALTHY:
-                detail[name] = f"spare {spare[name]:.0f} of {spare_total:.0f} slots in the region"
+            if status[name] is Status.HEALTHY and not detail[name] and weights[name] != current.get(name, 0):
+                detail[name] = "toward even utilisation in the region"
     decisions = [
         RegionDecision(name, status[name], current.get(name, 0), weights[name], detail[name])
         for name in names
@@ -143,32 +165,37 @@ def split_region(
     return {name: weights[name] for name in names}, new_memory, decisions
 
 
+def _room(weight: int, signals: RegionSignals) -> float:
+    """The weight a cell could take on without running past its slots: its spare slots, at the weight per
+    slot of demand it shows now (its slots' share of its weight when it has no load to measure by)."""
+    if signals.serving_slots <= 0:
+        return 0.0
+    if signals.load >= 1.0 and weight > 0:
+        return signals.spare_slots * weight / signals.load
+    return float(weight) * signals.spare_slots / signals.serving_slots
+
+
 def _damped_split(
     total: int,
     takers: Sequence[str],
     current: Mapping[str, int],
     signals: Mapping[str, RegionSignals | None],
+    followed: Mapping[str, int],
 ) -> dict[str, int]:
-    """`total` over the cells that take weight: toward their spare slots, damped as regions are.
-
-    A cell's requests follow its weight, so its spare slots follow the split: taking the whole gap every
-    run swaps two cells near their cliff between all and nothing each minute (the game day's unplanned
-    surge). As in the region policy (`policy._rebalance`), each run moves (1-u)/2 of the way from the
-    current split to the spare-slot split (u: the cells' utilization), and a cell within DEADBAND of its
-    target keeps its share."""
-    taking = {n: signals[n] for n in takers if signals.get(n) is not None}
-    spare = {n: s.spare_slots for n, s in taking.items()}  # type: ignore[union-attr]
-    targets = apportion(total, spare)
+    """`total` over the cells that take weight, toward the split that evens their utilisation, as regions
+    move (`policy.step_toward`): a cell's requests follow its weight, so taking the whole gap every run
+    swaps two cells near their cliff between all and nothing; a fixed share of it converges."""
+    taking = {n: s for n in takers if (s := signals.get(n)) is not None}
+    if not taking:
+        return apportion(total, {n: float(current.get(n, 0)) for n in takers})
+    shares = balanced_shares(taking, {n: followed.get(n, current.get(n, 0)) for n in taking})
     held = sum(current.get(n, 0) for n in takers)
-    if held <= 0 or sum(spare.values()) <= 0:
-        return targets
-    damping = (1.0 - utilization(taking)) / 2  # type: ignore[arg-type]
+    if held <= 0:
+        return apportion(total, {n: shares.get(n, 0.0) for n in takers})
     wanted: dict[str, float] = {}
     for name in takers:
         scaled = current.get(name, 0) * total / held
-        target = targets.get(name, scaled)
-        moved = scaled + damping * (target - scaled)
-        wanted[name] = moved if abs(target - scaled) > DEADBAND and abs(moved - scaled) >= 1 else scaled
+        wanted[name] = step_toward(scaled, total * shares[name]) if name in shares else scaled
     return apportion(total, wanted)
 
 
@@ -181,7 +208,7 @@ def _drained(
     """The cell is bad this run and has been for long enough to drain: the region no longer counts on it."""
     start = RegionMemory(good_runs=params.healthy_runs_to_recover - 1)
     streak, problems = remember(params, signals.get(name), memory.get(name, start))
-    return bool(problems) and streak.bad_runs >= params.bad_runs_to_drain
+    return signals.get(name) is not None and confirmed_bad(params, streak, problems)
 
 
 def decide_cells(
@@ -192,15 +219,29 @@ def decide_cells(
     memory: Mapping[str, RegionMemory],
     groups: Mapping[str, Sequence[str]],
     pins: Mapping[str, int] | None = None,
+    followed: Mapping[str, int] | None = None,
 ) -> Decision:
     """One orchestrator run over regions some of which have cells. `groups` maps each region to its
     targets' names (the region itself when it is one cell); `current`, `signals` and the result's weights
-    are per target. Pins name targets (a cell, or a one-cell region) and hold whatever the policy says."""
+    are per target. Pins name targets (a cell, or a one-cell region) and hold whatever the policy says.
+    `followed`: per target, the weights in force in the minute the signals are from."""
     pins = dict(pins or {})
+    followed = {name: (followed or {}).get(name, weight) for name, weight in current.items()}
     celled = {region: tuple(names) for region, names in groups.items() if tuple(names) != (region,)}
     if not celled:
-        return decide(params, budget, current, signals, memory, pins=pins)
-    region_current = {region: sum(current[name] for name in names) for region, names in groups.items()}
+        return decide(params, budget, current, signals, memory, pins=pins, followed=followed)
+    # A cell without metrics holds its weight outside the region's decision: the region is decided on the
+    # cells that reported, with their weight, so the silent cell neither squeezes nor inflates them.
+    silent = {
+        region: [n for n in names if signals.get(n) is None and n not in pins]
+        for region, names in celled.items()
+    }
+    silent = {r: names for r, names in silent.items() if names and len(names) < len(celled[r])}
+    held_silent = {r: sum(current[n] for n in names) for r, names in silent.items()}
+    region_current = {
+        region: sum(current[name] for name in names) - held_silent.get(region, 0)
+        for region, names in groups.items()
+    }
     region_signals = {
         region: region_signals_of(
             params, [signals.get(n) for n in names], [_drained(params, n, signals, memory) for n in names]
@@ -214,7 +255,18 @@ def decide_cells(
         if all(name in pins for name in names):
             region_pins[region] = sum(pins[name] for name in names)
     region_memory = {region: memory[region] for region in groups if region in memory}
-    by_region = decide(params, budget, region_current, region_signals, region_memory, pins=region_pins)
+    by_region = decide(
+        params,
+        max(budget - sum(held_silent.values()), 0),
+        region_current,
+        region_signals,
+        region_memory,
+        pins=region_pins,
+        followed={
+            region: sum(followed[n] for n in names if n not in silent.get(region, ()))
+            for region, names in groups.items()
+        },
+    )
 
     weights: dict[str, int] = {}
     new_memory = dict(by_region.memory)
@@ -225,9 +277,21 @@ def decide_cells(
             decisions.extend(d for d in by_region.regions if d.region == region)
             continue
         split, cell_memory, cell_decisions = split_region(
-            params, by_region.weights[region], names, current, signals, memory
+            params,
+            by_region.weights[region] + held_silent.get(region, 0),
+            names,
+            current,
+            signals,
+            memory,
+            followed,
         )
         new_memory.update(cell_memory)
+        if sum(split.values()) > MAX_WEIGHT:
+            # A region's record set is read as one weight by the fleet dashboard and the game day: keep
+            # it within Route 53's range, the silent cells holding theirs.
+            kept = {n: w for n, w in split.items() if n not in silent.get(region, ())}
+            room = MAX_WEIGHT - (sum(split.values()) - sum(kept.values()))
+            split.update(apportion(max(room, 0), {n: float(w) for n, w in kept.items()}))
         for index, cell_decision in enumerate(cell_decisions):
             if cell_decision.region in pins:
                 split[cell_decision.region] = pins[cell_decision.region]

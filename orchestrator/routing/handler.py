@@ -33,11 +33,12 @@ from . import records
 from .cells import decide_cells
 from .config import OrchestratorConfig, RegionTarget
 from .config_source import ConfigCache
+from .history import ahead_of_clock, legacy_weights, parse_time, starting_weights, weights_followed
 from .override import Override, OverrideError, parse_override
 from .policy import Decision, RegionSignals
 from .run_lock import TABLE_VARIABLE as LOCK_TABLE_VARIABLE
 from .run_lock import RunLock
-from .signals import Endpoint, SignalReadError, read_endpoint, read_signals
+from .signals import Endpoint, SignalReadError, read_endpoint, read_newest
 from .state import RunState, parse_state
 
 ClientFactory = Callable[[str, str], Any]  # (service, region) -> boto3 client
@@ -63,6 +64,7 @@ class RunResult:
     notes: tuple[str, ...]  # what was ignored and why (expired pin, unreadable region, late event)
     weights: dict[str, int] | None = None  # the weights the run set (the repeated targets for a repeat)
     rejected: dict[str, str] = field(default_factory=dict)  # region -> why Route 53 refused its change
+    refused: bool = False  # the event was dated ahead of the clock: refused, counted
 
 
 def _iso(moment: datetime) -> str:
@@ -99,11 +101,17 @@ def read_override(ssm: Any, config: OrchestratorConfig, now: datetime) -> tuple[
 
 
 def _read_region(
-    ssm: Any, cloudwatch: Any | None, config: OrchestratorConfig, region: RegionTarget, minute: datetime
-) -> tuple[Endpoint | None, RegionSignals | None]:
+    ssm: Any,
+    cloudwatch: Any | None,
+    config: OrchestratorConfig,
+    region: RegionTarget,
+    minute: datetime,
+    after: datetime | None,
+) -> tuple[Endpoint | None, RegionSignals | None, datetime | None]:
     endpoint = read_endpoint(ssm, region)
-    signals = read_signals(cloudwatch, config, region, minute) if cloudwatch is not None else None
-    return endpoint, signals
+    if cloudwatch is None:
+        return endpoint, None, None
+    return endpoint, *read_newest(cloudwatch, config, region, minute, after)
 
 
 def read_regions(
@@ -112,9 +120,12 @@ def read_regions(
     minute: datetime,
     deadline: float,
     with_signals: bool = True,
-) -> tuple[dict[str, Endpoint | None], dict[str, RegionSignals | None], list[str]]:
-    """Every region at once. A region whose APIs fail, hang past `deadline` or answer with a partial
-    minute has missing metrics this run (it holds); the others are still decided."""
+    last_read: dict[str, str] | None = None,
+) -> tuple[dict[str, Endpoint | None], dict[str, RegionSignals | None], list[str], dict[str, datetime]]:
+    """Every region at once. A region whose APIs fail, hang past `deadline` or have no complete minute
+    newer than the one it read last run (`last_read`) has missing metrics this run (it holds); the others
+    are still decided. Also returns the minute each region's signals are from."""
+    last_read = last_read or {}
     # Clients are made here, in one thread: creating boto3 clients is not thread-safe, using them is.
     clients = {
         region.name: (
@@ -125,10 +136,18 @@ def read_regions(
     }
     endpoints: dict[str, Endpoint | None] = {region.name: None for region in config.regions}
     signals: dict[str, RegionSignals | None] = {region.name: None for region in config.regions}
+    read: dict[str, datetime] = {}
     notes: list[str] = []
     pool = ThreadPoolExecutor(max_workers=len(config.regions), thread_name_prefix="region")
     futures = {
-        pool.submit(_read_region, *clients[region.name], config, region, minute): region.name
+        pool.submit(
+            _read_region,
+            *clients[region.name],
+            config,
+            region,
+            minute,
+            parse_time(last_read[region.name]) if region.name in last_read else None,
+        ): region.name
         for region in config.regions
     }
     done, _ = wait(futures, timeout=deadline)
@@ -139,10 +158,13 @@ def read_regions(
             notes.append(f"{name}: not read within {deadline:.0f} s")
             continue
         try:
-            endpoints[name], signals[name] = future.result()
+            endpoints[name], signals[name], minute_read = future.result()
         except (BotoCoreError, ClientError, SignalReadError) as error:
             notes.append(f"{name}: not read ({error})")
-    return endpoints, signals, notes
+            continue
+        if minute_read is not None:
+            read[name] = minute_read
+    return endpoints, signals, notes, read
 
 
 def _run_minute(now: datetime, event_time: str | None) -> datetime:
@@ -162,6 +184,11 @@ def run(
 ) -> RunResult:
     """One scheduled minute. `known` is filled as the run goes, so a crash can still say what it knew."""
     known = known if known is not None else {}
+    ahead = ahead_of_clock(now, event_time)
+    if ahead is not None:
+        # Never a future minute as the run's own: stored, it would make every later run look older.
+        note = f"event {event_time} is {ahead:.0f} s ahead of the clock: refused"
+        return RunResult(None, 0, None, (note,), refused=True)
     minute = _run_minute(now, event_time)
     known.update(minute=_iso(minute), phase="start")
     if event_time and now - _parse_time(event_time) > LATE_AFTER:
@@ -173,6 +200,12 @@ def run(
     known["phase"] = "read state"
     stored = _parameter(home_ssm, config.state_parameter)
     state = parse_state(stored["Value"] if stored else None)
+    state_notes: list[str] = []
+    if ahead_of_clock(now, state.minute) is not None:
+        # Written by a run that trusted a future event (before such events were refused): not a minute
+        # any run can follow, so it is dropped rather than skipping every run until then.
+        state_notes.append(f"state minute {state.minute} is ahead of the clock: ignored")
+        state = RunState(state.memory, None, {}, state.removed, state.decisions, state.read)
     if state.minute and _parse_time(state.minute) > minute:
         return RunResult(None, 0, None, (f"minute {_iso(minute)} is older than {state.minute}: skipped",))
 
@@ -181,7 +214,7 @@ def run(
     known["weights_in_route53"] = {region: record.weight for region, record in existing.items()}
     if state.minute == _iso(minute):
         known["phase"] = "repeat"
-        endpoints, _, notes = read_regions(config, client, minute, read_deadline, with_signals=False)
+        endpoints, _, notes, _ = read_regions(config, client, minute, read_deadline, with_signals=False)
         batch = records.changes(config.domain_name, state.targets, endpoints, existing)
         rejected = records.apply_changes(
             route53, config.hosted_zone_id, batch, f"traffic orchestrator: repeat of {_iso(minute)}"
@@ -190,14 +223,24 @@ def run(
         return RunResult(None, len(batch) - len(rejected), None, tuple(notes), dict(state.targets), rejected)
 
     known["phase"] = "read regions"
-    endpoints, signals, notes = read_regions(config, client, minute, read_deadline)
+    endpoints, signals, notes, read = read_regions(
+        config, client, minute, read_deadline, last_read=state.read
+    )
+    notes = [*state_notes, *notes]
     known["notes"] = notes
     override, override_notes = read_override(home_ssm, config, now)
     notes.extend(override_notes)
 
-    current = {
-        region.name: existing[region.name].weight if region.name in existing else region.initial_weight
-        for region in config.regions
+    legacy = {name: record.weight for name, record in existing.items() if name not in config.region_names}
+    current = starting_weights(
+        {region.name: region.initial_weight for region in config.regions},
+        {name: record.weight for name, record in existing.items() if name in config.region_names},
+        legacy,
+    )
+    # The weights each target's requests followed in the minute its signals are from.
+    followed = {
+        name: weights_followed(state.decisions, read.get(name), {name: weight})[name]
+        for name, weight in current.items()
     }
     decision = decide_cells(
         config.policy,
@@ -207,15 +250,24 @@ def run(
         state.memory,
         config.cells_by_region,
         pins=override.weights if override else None,
+        followed=followed,
     )
     known["decided"] = decision.weights
     removed, removed_targets = _removed_regions(config, existing, state)
+    created = {name for name in config.region_names if name in existing or endpoints.get(name) is not None}
+    handed = legacy_weights(legacy, {r.name: r.group for r in config.regions}, current, created)
+    for name, weight in handed.items():
+        removed_targets[name] = min(removed_targets.get(name, weight), weight)
+        notes.append(f"{name}: hands its region over to its new records: {weight}")
     for region, runs in removed.items():
         action = "set to 0" if removed_targets[region] == 0 else f"set to 0 after {config.remove_after_runs}"
         notes.append(f"{region}: has a record but is not in config (run {runs}): {action}")
     targets = {**decision.weights, **removed_targets}
     summary = {"time": _iso(minute), "weights": targets, "reason": decision.reason}
-    new_state = RunState(decision.memory, _iso(minute), targets, removed, (*state.decisions, summary))
+    last_read = {**state.read, **{name: _iso(m) for name, m in read.items()}}
+    new_state = RunState(
+        decision.memory, _iso(minute), targets, removed, (*state.decisions, summary), last_read
+    )
 
     # The targets are remembered before Route 53 changes: a failed write changes nothing, and a second
     # delivery of this minute repeats them.
@@ -250,6 +302,9 @@ def _removed_regions(
 
 def _log(result: RunResult) -> None:
     decision = result.decision
+    if result.refused:
+        with single_metric(name="EventsRefused", unit=MetricUnit.Count, value=1):
+            pass
     if decision is None:
         logger.info(
             "skipped" if result.weights is None else "repeated",

@@ -1,23 +1,40 @@
 """The routing policy as pure functions: one run's signals and memory in, the new weights and why out.
 
-Weights follow spare healthy capacity. A region that stays bad drops to the floor within `drain_runs`
-runs of its first bad one (after `bad_runs_to_drain` runs confirm it, so one bad minute moves nothing),
-and must look healthy for `healthy_runs_to_recover` runs before it gains weight back, a bounded step
-per run, damped so that weights settle when requests in flight follow them. Missing metrics hold a
-region where it is; when no region looks healthy, regions without healthy hosts still drain and the rest
-hold.
+Overload is not a fault. A region is bad only for hard faults: its drain alarm (no healthy targets, engine
+errors), failed requests above `error_share` (sheds are not failures) or no healthy host. Latency and
+shedding never make a region bad: they are what a loaded region does, and draining it would tip its load
+onto the next. They move weight instead: healthy regions' weights move toward the split at which every
+region runs at the same utilisation (demand, sheds included, over serving slots), a fixed share of the
+gap per run, so the weights converge under any load, a global overload included, and stay there.
+
+A region that stays bad drops to the floor within `drain_runs` runs of its first bad one (after
+`bad_runs_to_drain` runs in a row confirm it, or `bad_runs_in_window` of the last `window_runs`, which
+catches a region that fails every other minute), and must look healthy for `healthy_runs_to_recover`
+runs before it gains weight back. Missing metrics hold a region where it is; when no region looks
+healthy, regions without healthy hosts still drain and what they give up goes by spare capacity.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 MAX_WEIGHT = 255  # Route 53 weights are 0-255
-# Rebalancing between healthy regions ignores differences this small, so noise does not move weights.
-DEADBAND = 2
+# A weight moves when its balanced target is at least this far: a fixed rounding margin (not one that grows
+# with load), so a weight does not flicker by 1 for ever around a fractional target.
+DEADBAND = 1.0
+# Share of the distance to the balanced weights moved per run. Requests in flight follow the weights a run
+# or two late (metrics a minute or more behind, resolvers following within a TTL), and a loop with that
+# delay swings when it takes the whole gap each run; half the gap converges without overshoot.
+GAIN = 0.5
+# Below this many requests in flight across the healthy regions, load says nothing of how requests follow
+# the weights: the balanced split is by serving slots alone.
+MIN_LOAD = 1.0
+# How far one region's measured weight per slot of demand may stray from the median (a factor each way).
+C_SPREAD = 2.0
 
 
 @dataclass(frozen=True)
@@ -29,6 +46,10 @@ class PolicyParams:
     bad_runs_to_drain: int = 2
     drain_runs: int = 3
     healthy_runs_to_recover: int = 3
+    # M of N: a region bad in this many of the last `window_runs` runs is drained even if its bad runs are
+    # never `bad_runs_to_drain` in a row (one failing every other minute).
+    bad_runs_in_window: int = 3
+    window_runs: int = 5
 
     @property
     def drop_step(self) -> int:
@@ -54,22 +75,30 @@ class RegionSignals:
     serving_slots: float  # healthy hosts x per-host concurrency
     requests_in_flight: float
     degraded: bool = False  # the region's drain alarm (named in config) is in ALARM
+    shed_share: float = 0.0  # requests refused at once for overload: not failures, a measure of demand
 
     def problems(self, params: PolicyParams) -> list[str]:
+        """Hard faults only: the slow-first-token share and the shed share rise with load, so they move
+        weight (through `load`) and page, but never make a region bad."""
         found = []
         if self.degraded:
             found.append("drain alarm in ALARM")
-        if self.slow_first_token_share > params.slow_first_token_share:
-            found.append(f"slow first tokens {self.slow_first_token_share:.1%}")
         if self.error_share > params.error_share:
             found.append(f"errors {self.error_share:.1%}")
-        if self.healthy_hosts < self.min_hosts:
-            found.append(f"{self.healthy_hosts} healthy hosts < {self.min_hosts}")
+        if self.healthy_hosts < 1:
+            found.append("no healthy hosts")
         return found
 
     @property
+    def load(self) -> float:
+        """Demand in slots: the requests in flight and those shed for want of a slot (in flight over the
+        share not shed), so a region shedding half its requests counts twice its slots."""
+        kept = min(max(1.0 - self.shed_share, 0.05), 1.0)
+        return self.requests_in_flight / kept
+
+    @property
     def spare_slots(self) -> float:
-        return max(self.serving_slots - self.requests_in_flight, 0.0)
+        return max(self.serving_slots - self.load, 0.0)
 
 
 @dataclass(frozen=True)
@@ -78,6 +107,13 @@ class RegionMemory:
 
     bad_runs: int = 0
     good_runs: int = 0
+    recent: int = 0  # one bit per run read, newest lowest: 1 where the run was bad
+
+    def bad_in_window(self, params: PolicyParams) -> int:
+        return (self.recent & ((1 << params.window_runs) - 1)).bit_count()
+
+    def flapping(self, params: PolicyParams) -> bool:
+        return self.bad_in_window(params) >= params.bad_runs_in_window
 
 
 class Status(StrEnum):
@@ -110,6 +146,9 @@ class Decision:
         return any(r.old_weight != r.new_weight for r in self.regions)
 
 
+RECENT_MASK = (1 << 16) - 1  # runs kept in RegionMemory.recent
+
+
 @dataclass
 class _Plan:
     status: Status
@@ -127,22 +166,94 @@ def remember(
     if signals is None:
         return memory, []
     problems = signals.problems(params)
+    recent = ((memory.recent << 1) | bool(problems)) & RECENT_MASK
     if problems:
-        return RegionMemory(bad_runs=memory.bad_runs + 1, good_runs=0), problems
-    return RegionMemory(bad_runs=0, good_runs=memory.good_runs + 1), problems
+        return RegionMemory(bad_runs=memory.bad_runs + 1, good_runs=0, recent=recent), problems
+    return RegionMemory(bad_runs=0, good_runs=memory.good_runs + 1, recent=recent), problems
+
+
+def confirmed_bad(params: PolicyParams, memory: RegionMemory, problems: list[str]) -> bool:
+    """Bad for long enough to drain: `bad_runs_to_drain` runs in a row, or M of the last N runs."""
+    # Only on a bad run: a good run after a long outage holds (recovering) rather than dropping again.
+    return bool(problems) and (memory.bad_runs >= params.bad_runs_to_drain or memory.flapping(params))
+
+
+def balanced_shares(signals: Mapping[str, RegionSignals], followed: Mapping[str, int]) -> dict[str, float]:
+    """Each region's part (summing to 1) at which every region runs at the same utilisation.
+
+    A region's demand follows its weight: load_i = w_i / c_i, c_i its weight per slot of demand (measured:
+    the weight the signals' minute followed, over the load in it: the weight now would mistake the lag
+    for a change of c, and swing). Equal utilisation (load_i / slots_i the same everywhere) needs w_i in
+    proportion to slots_i x c_i. A region whose c cannot be measured (no weight, no load) takes the median
+    of the others'; with no load anywhere the split is by slots alone. The same split follows spare
+    capacity at low load and equalises utilisation in a global overload."""
+    measured = {
+        r: followed.get(r, 0) / s.load
+        for r, s in signals.items()
+        if followed.get(r, 0) > 0 and s.load >= MIN_LOAD / max(len(signals), 1) and s.serving_slots > 0
+    }
+    if sum(s.load for s in signals.values()) < MIN_LOAD or not measured:
+        raw = {r: s.serving_slots for r, s in signals.items()}
+    else:
+        typical = statistics.median(measured.values())
+        # Within a factor of the median: load that does not follow the weight (resolvers ignoring TTLs,
+        # long streams) would otherwise read as an ever smaller c and hold a region at the floor for ever.
+        raw = {
+            r: s.serving_slots * min(max(measured.get(r, typical), typical / C_SPREAD), typical * C_SPREAD)
+            for r, s in signals.items()
+        }
+    total = sum(raw.values())
+    if total <= 0:
+        return {r: 1 / len(signals) for r in signals} if signals else {}
+    return {r: value / total for r, value in raw.items()}
+
+
+def balanced_targets(
+    params: PolicyParams, budget: int, signals: Mapping[str, RegionSignals], followed: Mapping[str, int]
+) -> dict[str, float]:
+    """`budget` over healthy regions by `balanced_shares` (fractional): exactly their shares, except that
+    no region goes below one above the floor (those at it leave the rest to share the remainder) or above
+    255. The floor itself marks a drained region (Route 53 still answers with it so its recovery shows):
+    a healthy region short of capacity gets little weight, but is never taken for drained."""
+    shares = balanced_shares(signals, followed)
+    least = params.floor + 1
+    fixed: dict[str, float] = {}
+    while True:
+        free = {r: v for r, v in shares.items() if r not in fixed}
+        left = max(budget - sum(fixed.values()), 0)
+        total = sum(free.values())
+        exact = {r: (left * v / total if total > 0 else left / len(free)) for r, v in free.items()}
+        low = {r: float(least) for r, w in exact.items() if w < least}
+        high = {r: float(MAX_WEIGHT) for r, w in exact.items() if w > MAX_WEIGHT}
+        if not (low or high) or len(fixed) + len(low) + len(high) >= len(shares):
+            return {**fixed, **{r: min(max(w, least), MAX_WEIGHT) for r, w in exact.items()}}
+        fixed.update(low or high)
 
 
 def spare_capacity_targets(
     params: PolicyParams, budget: int, signals: Mapping[str, RegionSignals]
 ) -> dict[str, int]:
-    """Split `budget` between healthy regions in proportion to their spare slots, each at least the floor."""
+    """Split `budget` between healthy regions in proportion to their spare slots, each at least the floor
+    (what freed weight follows when every region looks bad: by capacity, never by name)."""
     spare = {region: s.spare_slots for region, s in signals.items()}
+    if sum(spare.values()) <= 0:
+        spare = {region: s.serving_slots for region, s in signals.items()}
     total = sum(spare.values())
     above_floor = max(budget - params.floor * len(spare), 0)
     return {
-        region: min(MAX_WEIGHT, params.floor + round(above_floor * value / total))
+        region: min(MAX_WEIGHT, params.floor + (round(above_floor * value / total) if total > 0 else 0))
         for region, value in spare.items()
     }
+
+
+def step_toward(current: float, target: float) -> float:
+    """One run's move from `current` toward `target`: GAIN of the gap, at least one unit once the gap is
+    DEADBAND or more (a fixed margin: no dead zone that grows with load), never past the target."""
+    gap = target - current
+    if abs(gap) < DEADBAND:
+        return current
+    move = max(1.0, abs(gap) * GAIN)
+    return current + math.copysign(min(move, abs(gap)), gap)
 
 
 def _bounded(current: int, target: int, up: int, down: int) -> int:
@@ -156,9 +267,11 @@ def decide(
     signals: Mapping[str, RegionSignals | None],
     memory: Mapping[str, RegionMemory],
     pins: Mapping[str, int] | None = None,
+    followed: Mapping[str, int] | None = None,
 ) -> Decision:
     """One orchestrator run. `current` names every region with its weight now; `budget` is the sum the
-    healthy regions' weights aim for (the configured initial weights' sum); `pins` are an operator's."""
+    healthy regions' weights aim for (the configured initial weights' sum); `pins` are an operator's;
+    `followed` the weights in force in the minute the signals are from (default: `current`)."""
     pins = {region: weight for region, weight in (pins or {}).items() if region in current}
     new_memory: dict[str, RegionMemory] = {}
     plans: dict[str, _Plan] = {}
@@ -173,8 +286,11 @@ def decide(
             plans[region] = _Plan(Status.PINNED, pins[region], "operator override", steps=False)
         elif region_signals is None:
             plans[region] = _Plan(Status.MISSING, weight, "no metrics: weight holds")
-        elif problems and streak.bad_runs >= params.bad_runs_to_drain:
-            plans[region] = _Plan(Status.DEGRADED, params.floor, ", ".join(problems), problems=problems)
+        elif confirmed_bad(params, streak, problems):
+            detail = ", ".join(problems) or (
+                f"bad in {streak.bad_in_window(params)} of the last {params.window_runs} runs"
+            )
+            plans[region] = _Plan(Status.DEGRADED, params.floor, detail, problems=problems)
         elif problems:
             detail = f"{', '.join(problems)} ({streak.bad_runs}/{params.bad_runs_to_drain} runs)"
             plans[region] = _Plan(Status.SUSPECT, weight, detail, problems=problems)
@@ -186,12 +302,13 @@ def decide(
             plans[region] = _Plan(Status.HEALTHY, weight)
 
     looked_at = [p for p in plans.values() if p.status is not Status.PINNED]
-    nobody_healthy = looked_at and all(p.problems or p.status is Status.MISSING for p in looked_at)
+    bad = (Status.DEGRADED, Status.SUSPECT, Status.MISSING)
+    nobody_healthy = looked_at and all(p.problems or p.status in bad for p in looked_at)
     if nobody_healthy:
         reason = _when_nobody_is_healthy(params, current, signals, plans)
     else:
         reason = ""
-        _rebalance(params, budget, current, eligible, plans)
+        _rebalance(params, budget, current, eligible, plans, followed or current)
     weights: dict[str, int] = {}
     for region, plan in plans.items():
         weight = current[region]
@@ -204,7 +321,7 @@ def decide(
         weights[region] = max(0, min(MAX_WEIGHT, weights[region]))
 
     if nobody_healthy:
-        _give_freed_weight(params, current, weights, plans)
+        _give_freed_weight(params, current, weights, plans, signals)
 
     if sum(weights.values()) == 0:
         reason = "every weight would be 0: every region set to the floor so DNS still answers"
@@ -235,32 +352,47 @@ def _rebalance(
     current: Mapping[str, int],
     eligible: Mapping[str, RegionSignals],
     plans: dict[str, _Plan],
+    followed: Mapping[str, int],
 ) -> None:
-    """Healthy regions move toward their spare-capacity targets, damped.
-
-    Requests in flight follow the weights: a region given more weight gets more requests, so less spare,
-    so a lower target next run. If load is proportional to weight, the distance to the steady weights
-    is multiplied each run by -u/(1-u) (u: utilization), which swings for ever above u = 0.5 when the
-    whole gap is taken. Moving (1-u)/2 of the way to the target halves the distance every run instead,
-    at any load. The healthy regions' total is not damped (load does not follow it: shares are relative),
-    so it never creeps toward the budget. A target within DEADBAND moves nothing."""
-    spare_total = sum(s.spare_slots for s in eligible.values())
-    if not eligible or spare_total <= 0:
+    """Healthy regions move toward the weights that equalise their utilisation (`balanced_targets`), GAIN
+    of the way per run. The healthy regions' total is not damped (load does not follow it: shares are
+    relative), so it never creeps toward the budget."""
+    if not eligible:
         return
     others = sum(p.target for r, p in plans.items() if r not in eligible)
     share_budget = max(budget - others, 0)
-    targets = spare_capacity_targets(params, share_budget, eligible)
-    damping = (1.0 - utilization(eligible)) / 2
+    targets = balanced_targets(
+        params, share_budget, eligible, {r: followed.get(r, current[r]) for r in current}
+    )
     held = sum(current[region] for region in eligible)
-    for region, target in targets.items():
-        # Only the split is damped: the healthy regions' total goes straight to what they share.
-        scaled = current[region] * share_budget / held if held > 0 else target
-        wanted = scaled + damping * (target - scaled)
-        # A move under one whole unit is rounding noise: it would flicker a weight by 1 for ever.
-        if abs(target - current[region]) > DEADBAND and abs(wanted - current[region]) >= 1:
-            plans[region].target = round(wanted)
-            spare = eligible[region].spare_slots
-            plans[region].detail = f"spare {spare:.0f} of {spare_total:.0f} slots -> {target}"
+    wanted = {
+        region: step_toward(current[region] * share_budget / held, target) if held > 0 else target
+        for region, target in targets.items()
+    }
+    # Whole weights adding up to the healthy regions' budget exactly, so no total creeps run to run.
+    for region, weight in apportion(min(share_budget, MAX_WEIGHT * len(wanted)), wanted).items():
+        plans[region].target = min(weight, MAX_WEIGHT)
+        if weight != current[region]:
+            signals = eligible[region]
+            utilisation = signals.load / signals.serving_slots if signals.serving_slots else 0.0
+            plans[region].detail = f"utilisation {utilisation:.0%} -> {targets[region]:.0f}"
+
+
+def apportion(total: int, shares: Mapping[str, float]) -> dict[str, int]:
+    """`total` in whole weights in proportion to `shares` (equal parts when all are 0), adding up exactly:
+    largest remainders first, ties to the first named."""
+    if not shares:
+        return {}
+    amount = sum(shares.values())
+    exact = {
+        name: (total * share / amount if amount > 0 else total / len(shares))
+        for name, share in shares.items()
+    }
+    result = {name: int(value) for name, value in exact.items()}
+    left = total - sum(result.values())
+    for name in sorted(exact, key=lambda n: -(exact[n] - result[n]))[:left]:
+        result[name] += 1
+    return result
 
 
 def rank(signals: RegionSignals) -> tuple[int, int, int, float, float]:
@@ -305,29 +437,40 @@ def _when_nobody_is_healthy(
     if hostless:
         return (
             f"every region looks bad or is missing; ranked {order}: {', '.join(hostless)} without healthy "
-            f"hosts drain to the floor" + (f", {receivers[0]} first takes their weight" if receivers else "")
+            f"hosts drain to the floor" + (", their weight goes by spare slots" if receivers else "")
         )
     return f"every region looks bad or is missing; ranked {order}: last weights kept rather than guess"
 
 
 def _give_freed_weight(
-    params: PolicyParams, current: Mapping[str, int], weights: dict[str, int], plans: dict[str, _Plan]
+    params: PolicyParams,
+    current: Mapping[str, int],
+    weights: dict[str, int],
+    plans: dict[str, _Plan],
+    signals: Mapping[str, RegionSignals | None],
 ) -> None:
-    """The weight regions without hosts gave up this run goes to the receivers, best first, each at most
-    max_step, so their share falls as fast as their weight."""
+    """The weight regions without hosts gave up this run goes to the receivers in proportion to their spare
+    slots (their slots when none has spare), never by rank or name, each at most max_step, so the hostless
+    regions' share falls as fast as their weight."""
     freed = sum(
         current[r] - weights[r]
         for r, p in plans.items()
         if p.status is Status.DEGRADED and weights[r] < current[r] and p.receives is None
     )
-    for region, plan in sorted(
-        ((r, p) for r, p in plans.items() if p.receives is not None), key=lambda item: item[1].receives or 0
-    ):
-        gain = min(freed, params.max_step, MAX_WEIGHT - weights[region])
+    receivers = {r: signals[r] for r, p in plans.items() if p.receives is not None and signals.get(r)}
+    if freed <= 0 or not receivers:
+        return
+    spare = {r: s.spare_slots for r, s in receivers.items()}  # type: ignore[union-attr]
+    if sum(spare.values()) <= 0:
+        spare = {r: s.serving_slots for r, s in receivers.items()}  # type: ignore[union-attr]
+    if sum(spare.values()) <= 0:
+        spare = dict.fromkeys(receivers, 1.0)
+    total = sum(spare.values())
+    for region, value in spare.items():
+        gain = min(round(freed * value / total), params.max_step, MAX_WEIGHT - weights[region])
         if gain > 0:
             weights[region] += gain
-            freed -= gain
-            plan.detail = f"best-ranked of the bad regions: +{gain}"
+            plans[region].detail = f"takes +{gain} of the freed weight by spare slots"
 
 
 def summarize(regions: tuple[RegionDecision, ...]) -> str:

@@ -7,28 +7,37 @@ their one-minute Average is the slow and the failed share; RequestsInFlight and 
 per-host gauges every `gauge_interval_seconds`, so a minute's SampleCount counts hosts and its Sum adds
 up the hosts' values that many times.
 
-Which minute: the newest minute is often still being aggregated for a while after it ends (EMF lines
-arrive late; GetMetricData paginates with NextToken and marks a result PartialData or InternalError,
-CloudWatch API reference, MetricDataResult.StatusCode), and a partly aggregated minute counts too few
-hosts. So a run at T reads the one minute
-[T-2m, T-1m), every query for that same minute, and a minute with no datapoint is missing: never the
-minute before it again (a bad minute read twice would count as two bad runs).
+Which minute: a minute is readable some time after it ends, and AWS gives no bound (often one minute, two
+or more under load); the newest minute is often still being aggregated (EMF lines arrive late;
+GetMetricData paginates with NextToken and marks a result PartialData or InternalError, CloudWatch API
+reference, MetricDataResult.StatusCode), and a partly aggregated minute counts too few hosts. So a run
+reads the last LOOKBACK_MINUTES ended minutes at once and takes the newest complete one, judged from the
+data: both gauges present and as many host samples as the window's fuller minutes have (never assumed to
+be a fixed minute back), and newer than the minute it read last run (a bad minute read twice would count
+as two bad runs). A query that is not Complete is left out alone: the region's drain alarm, read on its
+own, still counts, so PartialData on one metric never hides a region's alarm.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .config import OrchestratorConfig, RegionTarget
 from .policy import RegionSignals
 
 PERIOD_SECONDS = 60
-# Minutes between the run's own minute and the one it reads: the minute that just ended is still settling.
+# The minute a run reads when metrics are readable one minute after their minute (the replay's and the
+# tests' publishing clock); the run itself takes the newest complete minute it finds (`newest_complete`).
 SETTLE_MINUTES = 1
-# GetMetricData returns at most this many pages for our five one-datapoint queries before we give up.
+# How many ended minutes a run looks back for a complete one: a bounded wait, then the region is missing.
+LOOKBACK_MINUTES = 5
+# A minute is complete when it has at least this share of the host samples of the window's fullest older
+# minute (a host or two may come or go in a minute; half the hosts missing is a minute still aggregating).
+COMPLETE_SHARE = 0.9
+# GetMetricData returns at most this many pages for our queries before we give up.
 MAX_PAGES = 5
 
 
@@ -67,20 +76,27 @@ def metric_queries(namespace: str, model_name: str) -> list[dict[str, Any]]:
     return [
         query("slow", "SlowFirstToken", "Average"),
         query("failed", "RequestFailed", "Average"),
+        # Refused at once for overload: demand, not failure (RequestFailed counts them too).
+        query("shed", "Shed", "Average"),
+        # Failed on the server's side, sheds left out: the error share routing judges (when published).
+        query("serving_error", "ServingError", "Average"),
         query("inflight_sum", "RequestsInFlight", "Sum"),
         query("inflight_samples", "RequestsInFlight", "SampleCount"),
         query("slots_sum", "ServingSlots", "Sum"),
     ]
 
 
-def fetch_results(cloudwatch: Any, queries: list[dict[str, Any]], start: datetime) -> list[dict[str, Any]]:
-    """Every page of GetMetricData for the one minute from `start`, merged per query id. A query that
-    ends in any status but Complete raises: half a minute is not a minute."""
+def fetch_results(
+    cloudwatch: Any, queries: list[dict[str, Any]], start: datetime, end: datetime | None = None
+) -> tuple[list[dict[str, Any]], set[str]]:
+    """Every page of GetMetricData for the minutes from `start` to `end` (one minute by default), merged
+    per query id; and the ids of the queries that did not end Complete (their values are not to be used:
+    half a minute is not a minute)."""
     merged: dict[str, dict[str, Any]] = {}
     request: dict[str, Any] = {
         "MetricDataQueries": queries,
         "StartTime": start,
-        "EndTime": start + timedelta(seconds=PERIOD_SECONDS),
+        "EndTime": end or start + timedelta(seconds=PERIOD_SECONDS),
     }
     for _ in range(MAX_PAGES):
         response = cloudwatch.get_metric_data(**request)
@@ -97,41 +113,85 @@ def fetch_results(cloudwatch: Any, queries: list[dict[str, Any]], start: datetim
         request["NextToken"] = token
     else:
         raise SignalReadError(f"GetMetricData still paginating after {MAX_PAGES} pages")
-    incomplete = sorted(r["Id"] for r in merged.values() if r["StatusCode"] != "Complete")
-    if incomplete:
-        raise SignalReadError(f"GetMetricData incomplete for {', '.join(incomplete)}")
-    return list(merged.values())
+    incomplete = {r["Id"] for r in merged.values() if r["StatusCode"] != "Complete"}
+    return list(merged.values()), incomplete
+
+
+def _as_minute(timestamp: Any) -> datetime:
+    moment = timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).replace(second=0, microsecond=0)
+
+
+def values_by_minute(
+    results: list[dict[str, Any]], skip: set[str] = frozenset()
+) -> dict[datetime, dict[str, float]]:  # type: ignore[assignment]
+    """Minute -> query id -> its datapoint, for the queries not in `skip`."""
+    found: dict[datetime, dict[str, float]] = {}
+    for result in results:
+        if result["Id"] in skip:
+            continue
+        for timestamp, value in zip(result.get("Timestamps", []), result.get("Values", []), strict=False):
+            found.setdefault(_as_minute(timestamp), {})[result["Id"]] = float(value)
+    return found
 
 
 def values_at(results: list[dict[str, Any]], minute: datetime) -> dict[str, float]:
     """Query id -> its datapoint for exactly `minute`, for the queries that have one."""
-    found: dict[str, float] = {}
-    for result in results:
-        for timestamp, value in zip(result.get("Timestamps", []), result.get("Values", []), strict=False):
-            if timestamp == minute:
-                found[result["Id"]] = float(value)
-    return found
+    return values_by_minute(results).get(_as_minute(minute), {})
+
+
+def newest_complete(
+    by_minute: dict[datetime, dict[str, float]], after: datetime | None = None
+) -> datetime | None:
+    """The newest minute newer than `after` whose gauges are both present and that is complete: followed by
+    a newer minute, or with at least COMPLETE_SHARE of the host samples of the minute before it; None when
+    there is none."""
+    gauged = sorted(
+        (m for m, v in by_minute.items() if "inflight_samples" in v and "slots_sum" in v), reverse=True
+    )
+    for index, minute in enumerate(gauged):
+        if after is not None and minute <= after:
+            return None
+        # A minute with a newer one after it has settled; the newest must hold its predecessor's hosts
+        # (a scale-in of more than a tenth in one minute costs one run, never several).
+        older = gauged[index + 1 : index + 2]
+        settled = index > 0
+        if (
+            settled
+            or not older
+            or by_minute[minute]["inflight_samples"]
+            >= COMPLETE_SHARE * by_minute[older[0]]["inflight_samples"]
+        ):
+            return minute
+    return None
 
 
 def region_signals(
     values: dict[str, float], *, min_hosts: int, degraded: bool, gauge_interval_seconds: int
 ) -> RegionSignals | None:
     """None when the region's hosts reported no gauges that minute and no alarm says why: its weight then
-    holds. Both gauges are needed: spare slots from one of them alone would be a guess."""
+    holds. Both gauges are needed: spare slots from one of them alone would be a guess. The error share
+    leaves sheds out: ServingError where the containers publish it, else RequestFailed less Shed (a shed
+    request is counted failed as well)."""
     samples_per_host = PERIOD_SECONDS / gauge_interval_seconds
     if "inflight_samples" not in values or "slots_sum" not in values:
         if not degraded:
             return None
         return RegionSignals(0.0, 0.0, 0, min_hosts, 0.0, 0.0, degraded=True)
+    shed = values.get("shed", 0.0)
+    errors = (
+        values["serving_error"] if "serving_error" in values else max(values.get("failed", 0.0) - shed, 0.0)
+    )
     return RegionSignals(
         # No streaming request finished in the minute: nothing was slow or failed.
         slow_first_token_share=values.get("slow", 0.0),
-        error_share=values.get("failed", 0.0),
+        error_share=errors,
         healthy_hosts=round(values["inflight_samples"] / samples_per_host),
         min_hosts=min_hosts,
         serving_slots=values["slots_sum"] / samples_per_host,
         requests_in_flight=values.get("inflight_sum", 0.0) / samples_per_host,
         degraded=degraded,
+        shed_share=shed,
     )
 
 
@@ -141,20 +201,48 @@ def alarm_in_alarm(cloudwatch: Any, name: str) -> bool:
     return any(alarm["StateValue"] == "ALARM" for alarm in alarms)
 
 
-def read_signals(
-    cloudwatch: Any, config: OrchestratorConfig, region: RegionTarget, run_minute: datetime
-) -> RegionSignals | None:
-    """The region's signals for the complete minute a run at `run_minute` reads, and its drain alarm
-    (whatever name config gives it: the only alarm the orchestrator drains on)."""
-    minute = minute_to_read(run_minute)
+def read_newest(
+    cloudwatch: Any,
+    config: OrchestratorConfig,
+    region: RegionTarget,
+    run_minute: datetime,
+    after: datetime | None = None,
+) -> tuple[RegionSignals | None, datetime | None]:
+    """The region's signals for the newest complete minute within LOOKBACK_MINUTES before `run_minute`
+    (newer than `after`, the minute read last run), and that minute; with its drain alarm (whatever name
+    config gives it: the only alarm the orchestrator drains on), read first and on its own."""
+    degraded = alarm_in_alarm(cloudwatch, region.degraded_alarm)
+    end = run_minute.replace(second=0, microsecond=0)
+    start = end - timedelta(minutes=LOOKBACK_MINUTES)
     namespace = config.namespace_of(region)
-    results = fetch_results(cloudwatch, metric_queries(namespace, config.model_name), minute)
-    return region_signals(
-        values_at(results, minute),
+    try:
+        results, incomplete = fetch_results(
+            cloudwatch, metric_queries(namespace, config.model_name), start, end
+        )
+    except SignalReadError:
+        if not degraded:
+            raise
+        results, incomplete = [], set()
+    by_minute = values_by_minute(results, incomplete)
+    minute = newest_complete(by_minute, after)
+    signals = region_signals(
+        by_minute.get(minute, {}) if minute else {},
         min_hosts=region.min_hosts,
-        degraded=alarm_in_alarm(cloudwatch, region.degraded_alarm),
+        degraded=degraded,
         gauge_interval_seconds=config.gauge_interval_seconds,
     )
+    return signals, minute
+
+
+def read_signals(
+    cloudwatch: Any,
+    config: OrchestratorConfig,
+    region: RegionTarget,
+    run_minute: datetime,
+    after: datetime | None = None,
+) -> RegionSignals | None:
+    """`read_newest`'s signals alone."""
+    return read_newest(cloudwatch, config, region, run_minute, after)[0]
 
 
 def parse_endpoint(endpoint_json: str | None, health_check_id: str | None) -> Endpoint | None:

@@ -1,7 +1,8 @@
 """What one run leaves for the next, as JSON in an SSM parameter only the orchestrator writes: each
 region's streaks, the minute last decided with the absolute weights decided for it (so a repeated or
 retried delivery of that minute re-applies the same targets instead of stepping again), how many runs
-each record no longer in config has been seen, and the last few decisions, which `make traffic` shows.
+each record no longer in config has been seen, the last few decisions, which `make traffic` shows (and
+which say what weights a minute's requests followed), and the metrics minute each target last read.
 
 A standard SSM parameter holds 4 KB: the state drops its oldest decisions, then shortens their reasons,
 until it fits (SSM API reference, PutParameter: Value, standard tier 4 KB)."""
@@ -30,15 +31,17 @@ class RunState:
     targets: dict[str, int] = field(default_factory=dict)  # the weights decided for that minute
     removed: dict[str, int] = field(default_factory=dict)  # record not in config -> runs seen since
     decisions: tuple[dict[str, Any], ...] = ()
+    read: dict[str, str] = field(default_factory=dict)  # target -> the metrics minute it last read
 
     def _json(self, decisions: list[dict[str, Any]]) -> str:
         return json.dumps(
             {
-                "memory": {region: [m.bad_runs, m.good_runs] for region, m in self.memory.items()},
+                "memory": {region: [m.bad_runs, m.good_runs, m.recent] for region, m in self.memory.items()},
                 "minute": self.minute,
                 "targets": self.targets,
                 "removed": self.removed,
                 "decisions": decisions,
+                "read": self.read,
             },
             sort_keys=True,
             separators=(",", ":"),
@@ -61,8 +64,9 @@ class RunState:
 def _memory(value: Any) -> RegionMemory:
     if isinstance(value, dict):  # the layout before the state was bounded
         return RegionMemory(int(value.get("bad_runs", 0)), int(value.get("good_runs", 0)))
-    bad, good = value
-    return RegionMemory(int(bad), int(good))
+    # [bad, good] before the M-of-N window was kept; [bad, good, recent] since.
+    bad, good, *recent = value
+    return RegionMemory(int(bad), int(good), int(recent[0]) if recent else 0)
 
 
 def parse_state(text: str | None) -> RunState:
@@ -77,6 +81,7 @@ def parse_state(text: str | None) -> RunState:
             targets={region: int(w) for region, w in (data.get("targets") or {}).items()},
             removed={region: int(n) for region, n in (data.get("removed") or {}).items()},
             decisions=tuple(data.get("decisions", ())),
+            read={region: str(m) for region, m in (data.get("read") or {}).items()},
         )
     except (ValueError, TypeError, AttributeError):
         return RunState()

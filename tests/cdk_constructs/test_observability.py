@@ -143,7 +143,8 @@ def test_region_degraded_composite_watches_every_alarm_by_a_known_name(template)
     assert composite["AlarmName"] == "assistant-us-east-1-region-degraded"
     rule = json.dumps(composite["AlarmRule"])
     alarms = template.find_resources("AWS::CloudWatch::Alarm")
-    assert len(alarms) == 4  # upstream, serving, the TTFT p99 and the target 5xx share
+    # upstream, serving, TTFT p99, target 5xx share, slow-first-token, shed and rejected shares
+    assert len(alarms) == 7
     for logical_id in alarms:
         assert logical_id in rule
 
@@ -157,20 +158,70 @@ def test_region_unfit_watches_the_serving_signals_and_the_target_5xx_share_only(
     assert "AlarmActions" not in composite
 
 
-def test_target_5xx_share_alarm_is_a_share_of_requests_held_for_the_unfit_minutes(template):
+def test_target_5xx_share_leaves_sheds_out_on_3_of_5_minutes(template):
+    """On main every 5xx counted, and an HTTP shed is a 503 at the ALB: shedding drained the region that
+    shed. 2 bad minutes in a row also missed a region failing every other minute."""
     template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
             "Threshold": 0.01,
-            "EvaluationPeriods": 2,
-            "DatapointsToAlarm": 2,
+            "EvaluationPeriods": 5,
+            "DatapointsToAlarm": 3,
             "ComparisonOperator": "GreaterThanThreshold",
             "TreatMissingData": "notBreaching",
             "Metrics": Match.array_with(
-                [Match.object_like({"Expression": "IF(requests > 0, FILL(errors, 0) / requests, 0)"})]
+                [
+                    Match.object_like(
+                        {
+                            "Expression": "IF(requests > 0 AND FILL(errors, 0) > FILL(sheds, 0), "
+                            "(FILL(errors, 0) - FILL(sheds, 0)) / requests, 0)"
+                        }
+                    ),
+                    Match.object_like({"Id": "sheds", "MetricStat": Match.object_like({"Stat": "Sum"})}),
+                ]
             ),
         },
     )
+
+
+def _paging_alarm(template, name: str) -> tuple[str, dict]:
+    found = [
+        (key, a["Properties"])
+        for key, a in template.find_resources("AWS::CloudWatch::Alarm").items()
+        if key.startswith(f"Obs{name}")
+    ]
+    assert len(found) == 1, name
+    return found[0]
+
+
+@pytest.mark.parametrize("name", ["ShedShare", "RejectedShare", "SlowFirstTokenShare"])
+def test_overload_and_client_mistakes_page_but_never_drain(template, name):
+    """Sheds, rejects and slow first tokens have alarms of their own that page (region-degraded) and are
+    not in region-unfit, which the orchestrator drains on."""
+    key, alarm = _paging_alarm(template, name)
+    assert alarm["EvaluationPeriods"] == 5 and alarm["DatapointsToAlarm"] == 3
+    composites = _composites(template)
+    assert key in json.dumps(composites["degraded"][1]["AlarmRule"])
+    assert key not in json.dumps(composites["unfit"][1]["AlarmRule"])
+
+
+def test_shed_share_is_the_average_of_the_per_request_shed_flag(template):
+    _, alarm = _paging_alarm(template, "ShedShare")
+    assert (alarm["MetricName"], alarm["Statistic"], alarm["Threshold"]) == ("Shed", "Average", 0.05)
+
+
+def test_rejected_share_is_rejected_over_every_request(template):
+    _, alarm = _paging_alarm(template, "RejectedShare")
+    metrics = {m["Id"]: m for m in alarm["Metrics"]}
+    assert metrics["rejected"]["MetricStat"]["Metric"]["MetricName"] == "RequestRejected"
+    assert metrics["accepted"]["MetricStat"]["Stat"] == "SampleCount"
+
+
+def test_dashboard_shows_sheds_and_rejects_apart(template):
+    body = json.dumps(template.find_resources("AWS::CloudWatch::Dashboard"))
+    assert "Requests shed (overload), rejected (client mistakes)" in body
+    for name in ("Shed", "RequestRejected", "ServingError"):
+        assert f'\\"{name}\\"' in body or f'"{name}"' in body, name
 
 
 def test_notifications_go_to_an_encrypted_topic_with_the_configured_email(template):

@@ -1,5 +1,5 @@
-"""A region's routing endpoint: alarms Route 53 can follow, health checks beside them, the parameters the
-orchestrator reads."""
+"""A region's routing endpoint: hard faults only in DNS (no healthy host, the front door, engine errors on
+3 of 5 minutes), alarms Route 53 can follow, the parameters the orchestrator reads."""
 
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ PROPS = RoutingEndpointProps(
     health_check_parameter="/kit/us-east-1/routing-health-check",
     metrics_namespace="LLMServing",
     model_name="assistant",
-    slow_first_token_share=0.01,
     error_share=0.02,
-    min_healthy_hosts=3,
     evaluation_minutes=2,
+    alb_ready_path="/v2/models/assistant/ready",
 )
 # What Route 53 health checks can follow (Route 53 API reference, AlarmIdentifier).
 ROUTE53_STATISTICS = {"Average", "Minimum", "Maximum", "Sum", "SampleCount"}
@@ -35,41 +34,74 @@ def template(stack, vpc) -> Template:
 
 def test_every_alarm_is_one_standard_metric_with_a_statistic_route53_follows(template):
     alarms = template.find_resources("AWS::CloudWatch::Alarm")
-    assert len(alarms) == 3
+    assert len(alarms) == 2
     for alarm in alarms.values():
         properties = alarm["Properties"]
         assert "Metrics" not in properties  # no metric math
         assert properties["Statistic"] in ROUTE53_STATISTICS
         assert "ExtendedStatistic" not in properties  # no percentiles
         assert properties["Period"] == 60
-        assert properties["EvaluationPeriods"] == properties["DatapointsToAlarm"] == 2
 
 
-def test_shares_are_averages_of_the_per_request_zero_one_metrics(template):
+def test_latency_and_sheds_never_take_a_region_out_of_dns(template):
+    """On main a 1% slow-first-token share and a 1% failed share (sheds included) failed the region's
+    Route 53 check: a loaded region left DNS whole."""
+    names = {
+        a["Properties"]["MetricName"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+    }
+    assert names == {"ServingError", "HealthyHostCount"}
+    assert not names & {"SlowFirstToken", "Shed", "RequestFailed", "TimeToFirstToken"}
+
+
+def test_engine_errors_fail_the_check_on_3_of_5_minutes_so_a_flapping_region_is_caught(template):
     template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
-            "MetricName": "SlowFirstToken",
+            "MetricName": "ServingError",
             "Statistic": "Average",
-            "Threshold": 0.01,
+            "Threshold": 0.02,
             "ComparisonOperator": "GreaterThanThreshold",
+            "EvaluationPeriods": 5,
+            "DatapointsToAlarm": 3,
         },
     )
-    template.has_resource_properties(
-        "AWS::CloudWatch::Alarm", {"MetricName": "RequestFailed", "Statistic": "Average", "Threshold": 0.02}
-    )
+
+
+def test_only_no_healthy_host_at_all_fails_the_host_check(template):
+    """On main the floor came from the everyday minimums (1-2 hosts) while cells run hundreds at the peak:
+    no stronger than no healthy target, so it says exactly that."""
     template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
             "MetricName": "HealthyHostCount",
             "Statistic": "Minimum",
-            "Threshold": 3,
+            "Threshold": 1,
             "ComparisonOperator": "LessThanThreshold",
+            "EvaluationPeriods": 2,
+            "DatapointsToAlarm": 2,
         },
     )
 
 
-def test_a_health_check_per_alarm_and_a_calculated_one_over_all(template):
+def test_the_front_door_is_checked_over_https_from_outside_on_the_ready_path(template):
+    """On main a listener, certificate, WAF or network fault with healthy targets failed no check."""
+    template.has_resource_properties(
+        "AWS::Route53::HealthCheck",
+        {
+            "HealthCheckConfig": {
+                "Type": "HTTPS",
+                "FullyQualifiedDomainName": {"Fn::GetAtt": [Match.any_value(), "DNSName"]},
+                "Port": 443,
+                "ResourcePath": "/v2/models/assistant/ready",
+                "EnableSNI": True,
+                "RequestInterval": 30,
+                "FailureThreshold": 3,
+            }
+        },
+    )
+
+
+def test_a_health_check_per_alarm_and_a_calculated_one_over_all_and_the_front_door(template):
     checks = template.find_resources("AWS::Route53::HealthCheck")
     metric_checks = [
         c for c in checks.values() if c["Properties"]["HealthCheckConfig"]["Type"] == "CLOUDWATCH_METRIC"
@@ -77,7 +109,7 @@ def test_a_health_check_per_alarm_and_a_calculated_one_over_all(template):
     (calculated,) = [
         c for c in checks.values() if c["Properties"]["HealthCheckConfig"]["Type"] == "CALCULATED"
     ]
-    assert len(metric_checks) == 3
+    assert len(metric_checks) == 2
     for check in metric_checks:
         config = check["Properties"]["HealthCheckConfig"]
         assert config["AlarmIdentifier"]["Region"] == "us-east-1"

@@ -38,7 +38,9 @@ def test_a_minute_reads_back_as_the_orchestrator_sees_it(cloudwatch):
         "requests": 120_000.0,
         "served_requests": 118_800.0,
         "slow_share": 0.02,
-        "error_share": 0.01,
+        "error_share": 0.03,  # all lost requests: 1% failed on the server, 2% shed
+        "serving_error_share": 0.01,
+        "shed_share": 0.02,
         "reporting_hosts": 260.0,
         "in_flight": 11_000.0,
         "slots": 260 * 96.0,
@@ -51,7 +53,8 @@ def test_a_minute_reads_back_as_the_orchestrator_sees_it(cloudwatch):
     orchestrator, region = config()
     signals = read_signals(cloudwatch, orchestrator, region, MINUTE + timedelta(minutes=2))
     assert signals.slow_first_token_share == pytest.approx(0.02)
-    assert signals.error_share == pytest.approx(0.01)
+    assert signals.error_share == pytest.approx(0.01)  # sheds are not errors
+    assert signals.shed_share == pytest.approx(0.02)
     assert signals.healthy_hosts == 260
     assert signals.requests_in_flight == pytest.approx(11_000)
     assert signals.serving_slots == pytest.approx(260 * 96)
@@ -59,7 +62,7 @@ def test_a_minute_reads_back_as_the_orchestrator_sees_it(cloudwatch):
 
 def test_a_minute_with_no_host_reporting_puts_no_gauges():
     data = datapoints({"requests": 500.0, "error_share": 1.0}, MINUTE, "assistant")
-    assert [d["MetricName"] for d in data] == ["RequestFailed"]
+    assert [d["MetricName"] for d in data] == ["RequestFailed", "ServingError", "Shed"]
     assert json.dumps(data, default=str)
 
 

@@ -165,10 +165,11 @@ MUTATIONS = {
         violation("waited for hosts"),
     ),
     "tracking target 90%": ("unplanned-surge", each_fleet(tracking_at(0.9)), worse_slo_minutes),
+    # Latency pages rather than drains (issue 21): slow-degradation requires the slow-first-token page.
     "slow-first-token alarm off (50%)": (
         "slow-degradation",
         each_cell(slow_first_token_threshold(0.5)),
-        worse_slo_minutes,
+        violation("no page on SlowFirstToken"),
     ),
     "scheduled raise an hour late": (
         "event-start",
@@ -196,11 +197,6 @@ NOT_CAUGHT = {
     "health, the metric checks) before its weight matters, and the regions the orchestrator drains here "
     "weigh 20-25; the weight only matters when Route 53 fails open (two regions lost at the peak, the "
     "overload work's scenario), where a slow drain leaves traffic on the lost regions",
-    "slow-first-token alarm off (50%)": "not caught: on today's system the alarm's only effect is to take a "
-    "slow region out of DNS whole (its Route 53 check and region-unfit), which issue 21 names a defect; "
-    "with it off, slow-degradation does as well or better (4 SLO minutes against 5) and metrics-late the "
-    "same (4); after issue 21 it should page, and the twin models no pager: a judge that counted pages "
-    "(or a scenario where latency is the only sign of a hard fault) would catch it",
 }
 
 

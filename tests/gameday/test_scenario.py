@@ -98,3 +98,12 @@ def test_a_fault_may_name_a_cell_of_a_region_of_several(tmp_path):
     path.write_text(GOOD + "faults:\n  - {kind: region_down, region: us-east-1/2, at: 0, until: 5}\n")
     scenario, document, config = load_scenario(path)
     check_against_config(scenario, document, load_settings(config), config)  # raises on a problem
+
+
+def test_serving_errors_that_flap_strike_on_alternate_minutes_from_their_start():
+    from gameday.scenario import ServingErrors
+
+    fault = ServingErrors(kind="serving_errors", region="us-west-2", share=0.5, every=2, at=20, until=26)
+    assert [m for m in range(18, 30) if fault.striking(m)] == [20, 22, 24]
+    steady = ServingErrors(kind="serving_errors", region="us-west-2", share=0.5, at=3, until=5)
+    assert [m for m in range(0, 8) if steady.striking(m)] == [3, 4]

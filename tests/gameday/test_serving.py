@@ -28,7 +28,7 @@ def test_the_curve_matches_a_direct_simulation_of_a_larger_fleet(fleet, utilisat
     templates, demand, curve = fleet
     hosts = [templates[0].with_count(20), templates[1].with_count(10)]
     capacity = sum(group.count * per_host_rps(group, demand) for group in hosts)
-    p99, slow, seconds = measure(hosts, utilisation * capacity, demand, 1000.0, 300.0, seed=5)
+    p99, slow, seconds, _ = measure(hosts, utilisation * capacity, demand, 1000.0, 300.0, seed=5)
     curve_p99, curve_slow, curve_seconds = curve.at(utilisation)
     assert curve_p99 == pytest.approx(p99, rel=0.15)
     assert curve_seconds == pytest.approx(seconds, rel=0.1)
@@ -52,3 +52,32 @@ def test_a_prompt_costs_its_prefill_bucket_on_an_engine_compiled_with_buckets():
     plain = HostGroup("inf2.48xlarge", profile.engine(32), 1, 0)
     bucketed = HostGroup("inf2.48xlarge", profile.engine(32, prefill_buckets=(1024, 2048, 4096, 8192)), 1, 0)
     assert per_host_rps(bucketed, demand) < per_host_rps(plain, demand)
+
+
+def test_an_overloaded_fleet_serves_within_the_objective_only_with_a_short_queue(fleet):
+    """Offered 1.5x its capacity: replicas that let one batch wait (the container's own default) admit
+    nearly their capacity and serve almost nothing within the objective (a request waits about a stream
+    for its slot); with a queue of one (settings' default) they shed the excess at the edge and serve what
+    they admit within it, at over 90% of the nominal bound."""
+    templates, demand, _ = fleet
+    hosts = [templates[0].with_count(4), templates[1].with_count(2)]
+    capacity = sum(group.count * per_host_rps(group, demand) for group in hosts)
+    deep = measure(hosts, 1.5 * capacity, demand, 1000.0, 240.0, seed=5, max_queued=32)
+    short = measure(hosts, 1.5 * capacity, demand, 1000.0, 240.0, seed=5, max_queued=1)
+    for *_, admitted in (deep, short):
+        assert admitted < 0.7  # both shed the excess
+    assert deep[1] > 0.9  # slow share
+    p99, slow, _, admitted = short
+    assert p99 < 1000 and slow < 0.01
+    assert 1.5 * admitted * (1 - slow) > 0.9  # served within the objective, of the nominal capacity
+
+
+def test_slower_engines_slow_share_is_measured_at_the_stretched_threshold(fleet):
+    """Engines at 30% speed stretch every first token by 1/0.3: at half load (p99 about 420 ms at full
+    speed) more than 1% of first tokens then miss the objective, which is what the slow-first-token alarm
+    pages on."""
+    _, _, curve = fleet
+    assert curve.slow_at_speed(0.5, 1.0) == pytest.approx(curve.at(0.5)[1])
+    assert curve.at(0.5)[0] < 1000 < curve.at(0.5)[0] / 0.3
+    assert curve.slow_at_speed(0.5, 0.3) > 0.01 > curve.at(0.5)[1]
+    assert curve.slow_at_speed(0.5, 0.3) > curve.slow_at_speed(0.5, 0.7) >= curve.slow_at_speed(0.5, 1.0)

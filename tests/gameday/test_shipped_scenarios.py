@@ -34,14 +34,6 @@ def cell_series(run, cell: str, field: str) -> list[float]:
     return [getattr(minute.cells[cell], field) for minute in run.minutes]
 
 
-# Issue 21 (overload is not a fault), as the stricter judge (issue 22) finds it on today's system: each
-# reason names the defect; the overload work flips these.
-ISSUE_21_BLIND = (
-    "issue 21: with metrics readable 2 minutes after their minute the orchestrator, which reads only "
-    "the minute T-2, never sees a complete minute"
-)
-
-
 def test_prime_day_holds_the_slo_all_day(tmp_path_factory):
     run = result("prime-day", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
@@ -49,11 +41,6 @@ def test_prime_day_holds_the_slo_all_day(tmp_path_factory):
     assert run.summary.requests_lost == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=f"{ISSUE_21_BLIND}: us-east-1, drained to the floor on its region-unfit alarm while down, is "
-    "never brought back (weight 5 at the end)",
-)
 def test_region_loss_at_peak_moves_traffic_off_within_5_minutes_and_back(tmp_path_factory):
     run = result("region-loss-at-peak", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
@@ -69,10 +56,9 @@ def test_region_loss_at_peak_moves_traffic_off_within_5_minutes_and_back(tmp_pat
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 21: latency takes a region out of DNS (each region's Route 53 check follows its "
-    "slow-first-token alarm): as the surge pushes each region past 1% slow first tokens for 2 minutes it "
-    "leaves DNS whole and its load tips the next; the judge sees regions drained while all their targets "
-    "serve and SLO minutes outside any fault's grace",
+    reason="no region leaves DNS any more (issue 21), but while target tracking adds hosts a few minutes "
+    "shed demand that another region had room for: us-east-1/1 misses the SLO in 6 minutes, us-east-1/2 "
+    "and us-west-2 in 1, 2,334 requests lost against a budget of 0 (goodput 99.7%)",
 )
 def test_unplanned_surge_adds_hosts_in_steps_minutes_apart(tmp_path_factory):
     run = result("unplanned-surge", tmp_path_factory)
@@ -152,12 +138,6 @@ def test_engine_deaths_drain_the_region_when_its_target_group_takes_3_minutes_to
     assert not all(healthy(slow))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=f"{ISSUE_21_BLIND}: with no cell's metrics read, the down cell's drain alarm alone speaks for "
-    "us-east-1 ('every region looks bad or is missing', the region without healthy hosts): the whole "
-    "region is drained to the floor while its other cell serves, and never brought back",
-)
 def test_a_cell_down_leaves_dns_alone_and_its_region_keeps_serving(tmp_path_factory):
     """us-east-1 runs two cells: with us-east-1/2 down for an hour at the peak, that cell's record leaves
     Route 53's answers within 5 minutes, while us-east-1 stays in them, healthy and far above the floor,
@@ -276,12 +256,6 @@ def test_the_event_start_holds_the_slo_through_the_jump(tmp_path_factory):
     assert hosts[89] >= 2 * hosts[0]  # raised before the jump at minute 90
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 21: front-door failures are invisible: no Route 53 check probes the load balancer from "
-    "outside (the regional checks follow CloudWatch alarms, alias target health follows the healthy targets) "
-    "and the orchestrator, seeing idle slots, holds or raises us-west-2's weight",
-)
 def test_a_front_door_down_leaves_dns_within_5_minutes_though_its_targets_stay_healthy(tmp_path_factory):
     run = result("front-door-down", tmp_path_factory)
     fault = run.scenario.faults[0]
@@ -301,10 +275,10 @@ def test_the_orchestrator_moves_weight_off_a_region_short_of_capacity(tmp_path_f
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 21: latency takes a region out of DNS: as us-east-2 slows, its slow-first-token check "
-    "drains it whole while every target serves, three times, and the orchestrator's moves by spare slots "
-    "((1-u)/2 of the gap a run, nothing within the dead zone 2/(1-u)) come too late: 5 SLO minutes with it, "
-    "3 without",
+    reason="engines at 55% of their speed miss the first-token objective at any load; latency no longer "
+    "drains (issue 21) and the orchestrator moves weight by spare slots, so us-east-2 keeps its share at "
+    "equal utilisation: 95 SLO minutes with the orchestrator, 99 without (it pages on SlowFirstToken). "
+    "Moving weight off a region slow at low load needs a latency term in the weights",
 )
 def test_the_orchestrator_moves_weight_off_a_slowly_degrading_region(tmp_path_factory):
     run = result("slow-degradation", tmp_path_factory)
@@ -313,7 +287,6 @@ def test_the_orchestrator_moves_weight_off_a_slowly_degrading_region(tmp_path_fa
     assert figures["slo_minutes"]["on"] < figures["slo_minutes"]["off"]
 
 
-@pytest.mark.xfail(strict=True, reason=f"{ISSUE_21_BLIND}: it cannot move weight off us-east-2 in time")
 def test_the_orchestrator_makes_the_day_better_with_metrics_2_minutes_late(tmp_path_factory):
     run = result("metrics-late", tmp_path_factory)
     assert run.scenario.metrics.delay_minutes == 2
@@ -353,3 +326,94 @@ def test_after_midnight_scale_in_stays_gradual_through_a_lull(tmp_path_factory):
     tasks = series(run, "us-west-2", "tasks")
     assert tasks[-1] < tasks[0]  # it did scale in
     assert min(tasks[95:105]) >= 0.65 * tasks[0]  # but not down to the lull's size
+
+
+# ---- issue 21: overload is not a fault -----------------------------------------------------------------
+
+GOODPUT = 0.95  # served within the objective over min(offered, capacity): the issue's bar under overload
+
+
+def dns_changes(run, target: str) -> int:
+    """How many times the target's Route 53 health check changed state over the day."""
+    states = [(minute.cells or minute.regions)[target].healthy for minute in run.minutes]
+    return sum(a != b for a, b in itertools.pairwise(states))
+
+
+def hard_faulted(run, target: str) -> bool:
+    return any(getattr(f, "region", None) in (target, target.split("/")[0]) for f in run.scenario.faults)
+
+
+def assert_overload_is_not_a_fault(run) -> None:
+    """The issue's done-means: goodput of 95% or more, no routing target flapping in DNS or removed from it
+    (check failing, or weight at the floor) by overload alone. (The verdict's minute-by-minute SLO and
+    lost-request budget are stricter still: docs/gameday.md says where these scenarios stand on them.)"""
+    assert run.summary.goodput["overall"] >= GOODPUT, run.summary.goodput
+    targets = run.minutes[0].cells or run.minutes[0].regions
+    for target in targets:
+        if hard_faulted(run, target):
+            continue
+        assert dns_changes(run, target) == 0, target
+        assert all(cell_series(run, target, "healthy")), target
+        assert min(cell_series(run, target, "weight")) > 5, target  # never drained to the floor
+
+
+@pytest.mark.parametrize(
+    "name", ["surge-1.5x-no-event", "surge-2.5x-no-event", "surge-1.5x-event", "surge-2.5x-event"]
+)
+def test_a_global_surge_beyond_the_plan_sheds_at_the_edge_and_keeps_every_region_in_dns(
+    name, tmp_path_factory
+):
+    run = result(name, tmp_path_factory)
+    assert_overload_is_not_a_fault(run)
+    # It was overload: in some minute every fleet together had less than what was offered.
+    assert any(
+        sum(r.offered_rps for r in m.regions.values()) > sum(r.capacity_rps for r in m.regions.values())
+        for m in run.minutes
+    ) or name.startswith("surge-1.5x")
+    # Sheds were at the edge, counted apart: the shed share alone never drained anything.
+    assert run.summary.requests_lost > 0 or name.startswith("surge-1.5x")
+
+
+def test_an_event_whose_demand_comes_90_minutes_early_is_served_by_scaling_and_weights(tmp_path_factory):
+    run = result("event-starts-early", tmp_path_factory)
+    assert_overload_is_not_a_fault(run)
+
+
+def test_two_regions_lost_at_the_peak_leave_dns_and_the_survivor_sheds_but_stays(tmp_path_factory):
+    run = result("two-regions-lost-at-peak", tmp_path_factory)
+    assert_overload_is_not_a_fault(run)
+    fault = run.scenario.faults[0]
+    for lost in ("us-east-1", "us-west-2"):
+        assert max(series(run, lost, "answer_share")[fault.at + 5 : fault.until]) < 0.01
+    survivor = series(run, "us-east-2", "offered_rps")[fault.at + 5 : fault.until]
+    capacity = series(run, "us-east-2", "capacity_rps")[fault.at + 5 : fault.until]
+    assert max(o / c for o, c in zip(survivor, capacity, strict=True)) > 1.5  # far past its slots
+    assert all(series(run, "us-east-2", "healthy"))
+
+
+def test_engine_deaths_that_flap_are_a_hard_fault_the_m_of_n_rule_drains(tmp_path_factory):
+    """2% of us-west-2's engines die every 2 minutes: each death's minute fails far more than 2% of its
+    requests (least outstanding requests feeds the dead engines), never two minutes in a row. The 3-of-5
+    rule takes us-west-2 out within 10 minutes of the first death; the fleet replaces the hosts, and the
+    region comes back after the last."""
+    run = result("engine-deaths-flapping", tmp_path_factory)
+    first, last = run.scenario.faults[0].at, run.scenario.faults[-1].at
+    assert max(series(run, "us-west-2", "answer_share")[first + 10 : last]) < 0.06
+    assert series(run, "us-west-2", "weight")[-1] >= 25
+    for other in ("us-east-1", "us-east-2"):
+        assert all(series(run, other, "healthy"))
+
+
+def test_a_region_failing_every_other_minute_is_drained_by_the_m_of_n_rule_and_comes_back(tmp_path_factory):
+    """Half of us-west-2's requests fail on alternate minutes: no two bad minutes in a row, so only a rule
+    of M bad minutes of N (3 of 5) sees it. Its weight goes to the floor within 10 minutes and stays there
+    while the fault lasts; afterwards it comes back."""
+    run = result("errors-flapping", tmp_path_factory)
+    fault = run.scenario.faults[0]
+    weights = series(run, "us-west-2", "weight")
+    assert max(weights[fault.at + 10 : fault.until]) <= 5
+    assert max(series(run, "us-west-2", "answer_share")[fault.at + 10 : fault.until]) < 0.06
+    assert weights[-1] >= 25
+    # The other regions took its traffic and served it within the SLO.
+    for other in ("us-east-1", "us-east-2"):
+        assert max(series(run, other, "error_share")) <= 0.01

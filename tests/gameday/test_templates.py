@@ -67,7 +67,8 @@ def test_the_read_parameters_are_the_templates(assembly):
     # The event's raise in force at the peak (config/prime-day.yaml: 117-176 hosts), the group's maximum
     # with the rolling deploy's 25% surge.
     assert inf2.bounds_at(PEAK) == (117, 220, 117, 176)
-    assert {c.kind for c in region.health_checks.values()} == {"CLOUDWATCH_METRIC", "CALCULATED"}
+    # HTTPS: the front door, probed from outside (healthy in the twin until it has a fault for it).
+    assert {c.kind for c in region.health_checks.values()} == {"CLOUDWATCH_METRIC", "CALCULATED", "HTTPS"}
     assert region.record_check in region.health_checks
 
 
@@ -129,11 +130,14 @@ def test_composite_rules_and_calculated_health_checks(assembly):
         == "ALARM"
     )
     # The record's calculated check fails when any one of its three children does (threshold 3 of 3).
-    slow = next(key for key, alarm in region.alarms.items() if alarm.metrics == ("SlowFirstToken",))
+    errors = next(key for key, alarm in region.alarms.items() if alarm.metrics == ("ServingError",))
     assert alarms.health(region.health_checks, states, {})[region.record_check]
-    assert not alarms.health(region.health_checks, {**states, slow: alarms.ALARM}, {})[region.record_check]
+    assert not alarms.health(region.health_checks, {**states, errors: alarms.ALARM}, {})[region.record_check]
     # No data: the checks' InsufficientDataHealthStatus (Healthy) holds.
-    assert alarms.health(region.health_checks, {slow: alarms.INSUFFICIENT}, {})[region.record_check]
+    assert alarms.health(region.health_checks, {errors: alarms.INSUFFICIENT}, {})[region.record_check]
+    # Overload is not a fault: slow first tokens page but fail no check.
+    slow = next(key for key, alarm in region.alarms.items() if alarm.metrics == ("SlowFirstToken",))
+    assert alarms.health(region.health_checks, {**states, slow: alarms.ALARM}, {})[region.record_check]
 
 
 def test_missing_data_is_treated_as_the_alarm_says(assembly):
@@ -175,15 +179,15 @@ def test_an_alarm_reading_another_namespace_than_its_cells_hosts_sees_no_data(as
         set_all(
             resources,
             "AWS::CloudWatch::Alarm",
-            lambda p: p.update(Namespace="LLMServing") if p.get("MetricName") == "RequestFailed" else None,
+            lambda p: p.update(Namespace="LLMServing") if p.get("MetricName") == "ServingError" else None,
         )
 
     def error_key(deployment):
         cell = deployment.cells["us-east-1/2"]
-        alarm = next(a for a in cell.alarms.values() if a.metrics == ("RequestFailed",))
+        alarm = next(a for a in cell.alarms.values() if a.metrics == ("ServingError",))
         return CellTwin(cell, None, {}, {}).alarm_key(alarm)  # type: ignore[arg-type]
 
-    assert error_key(read_deployment(assembly)) == "error_share"
+    assert error_key(read_deployment(assembly)) == "serving_error_share"
     changed = read_deployment(edited(assembly, tmp_path, region_namespace, stack="us-east-1-cell2"))
     assert error_key(changed) is None
 

@@ -117,9 +117,53 @@ def test_goodput_is_judged_per_region_and_overall_against_the_scenarios_threshol
 
 def test_lost_requests_are_held_to_the_scenarios_budget():
     losing = {(3, "us-west-2"): {"shed_rps": 10.0}}
-    assert judge(scenario(lost_requests=600), day(changes=losing), RULES).verdict == "pass"
+    slo = "us-west-2: SLO missed in 1 minutes outside its own faults' grace (first at minute 3)"
+    assert judge(scenario(lost_requests=600), day(changes=losing), RULES).violations == (slo,)
     summary = judge(scenario(lost_requests=599), day(changes=losing), RULES)
-    assert summary.violations == ("600 requests lost, over the budget of 599",)
+    assert summary.violations == (
+        slo,
+        "600 requests lost (of 600; the rest shed for demand beyond what the fleets could serve), "
+        "over the budget of 599",
+    )
+
+
+def test_sheds_of_demand_beyond_a_targets_capacity_are_neither_slo_errors_nor_lost_against_the_budget():
+    """us-east-2 offered 300 rps with 200 it can serve: the 100 it sheds at the edge are overload's
+    answer, judged by goodput; a shed within its capacity, or an engine's error, is judged as lost."""
+    full = {(m, name): {"capacity_rps": 100.0} for m in range(30) for name in WEIGHTS}  # no room elsewhere
+    overloaded = full | {
+        (m, "us-east-2"): {
+            "offered_rps": 300.0,
+            "served_rps": 200.0,
+            "good_rps": 200.0,
+            "shed_rps": 100.0,
+            "overload_shed_rps": 100.0,
+        }
+        for m in range(30)
+    }
+    summary = judge(scenario(lost_requests=0, goodput=0.99), day(changes=overloaded), RULES)
+    assert summary.verdict == "pass", summary.violations
+    assert summary.requests_lost == 100 * 60 * 30  # still reported
+    # The same sheds while the other targets had room (capacity 200 each, 100 offered): the routing could
+    # have placed them, so they are judged.
+    elsewhere = {k: v for k, v in overloaded.items() if k[1] == "us-east-2"}
+    summary = judge(scenario(lost_requests=0, goodput=0.0), day(changes=elsewhere), RULES)
+    assert "us-east-2: SLO missed in 30 minutes" in summary.violations[0]
+    assert summary.violations[1].startswith("180,000 requests lost")
+    # Shed while it had room (150 offered, 200 capacity): every shed is judged.
+    within = {
+        (m, "us-east-2"): {
+            "offered_rps": 150.0,
+            "served_rps": 140.0,
+            "good_rps": 140.0,
+            "shed_rps": 10.0,
+            "overload_shed_rps": 10.0,
+        }
+        for m in range(30)
+    }
+    summary = judge(scenario(lost_requests=0, goodput=0.0), day(changes=within), RULES)
+    assert "us-east-2: SLO missed in 30 minutes" in summary.violations[0]
+    assert summary.violations[1].startswith("18,000 requests lost")
 
 
 def test_route_53_failing_open_is_its_own_violation_and_never_a_drain():
@@ -180,3 +224,39 @@ def test_a_region_drained_while_its_live_cell_serves_counts_only_the_live_cells_
     assert "us-east-1: drained in minute 10 while 100% of its targets served" in summary.violations
     # Its goodput is what the live cell served over what it could: the down cell's requests are the budget's.
     assert summary.goodput["us-east-1"] == 1.0
+
+
+def test_a_page_the_scenario_names_must_come_by_its_minute():
+    wanted = {"pages": [{"target": "us-east-2", "metric": "SlowFirstToken", "by": 20}]}
+    minutes = day()
+    assert judge(scenario(**wanted), minutes, RULES).violations == (
+        "us-east-2: no page on SlowFirstToken by minute 20",
+    )
+    minutes[25].pages = {"us-east-2": ("SlowFirstToken",)}  # too late
+    assert judge(scenario(**wanted), minutes, RULES).verdict == "fail"
+    minutes[12].pages = {"us-east-2": ("TimeToFirstToken",)}  # another alarm's page is not this one
+    assert judge(scenario(**wanted), minutes, RULES).verdict == "fail"
+    minutes[15].pages = {"us-east-2": ("SlowFirstToken", "TimeToFirstToken")}
+    assert judge(scenario(**wanted), minutes, RULES).verdict == "pass"
+
+
+def test_a_target_failing_requests_by_a_fault_may_be_drained_but_only_then():
+    """A serving-errors fault above 5% (a hard fault) or engine deaths allow the drain, within the fault
+    and its grace; a drain of a serving target otherwise is a violation."""
+    drained = {(m, "us-east-2"): {"weight": 5} for m in range(10, 30)}
+    errors = {"kind": "serving_errors", "region": "us-east-2", "share": 0.5, "every": 2, "at": 8, "until": 20}
+    assert not any("drained" in v for v in judge(scenario([errors]), day(changes=drained), RULES).violations)
+    small = {**errors, "share": 0.02}  # below the hard-fault threshold: overload-sized, not a fault
+    assert any("drained" in v for v in judge(scenario([small]), day(changes=drained), RULES).violations)
+    deaths = {"kind": "engine_deaths", "region": "us-east-2", "share": 0.02, "at": 9}
+    assert not any("drained" in v for v in judge(scenario([deaths]), day(changes=drained), RULES).violations)
+    late = {(m, "us-east-2"): {"weight": 5} for m in range(27, 30)}  # long after the deaths' grace
+    assert any("drained" in v for v in judge(scenario([deaths]), day(changes=late), RULES).violations)
+
+
+def test_a_front_door_down_is_not_drained_while_serving():
+    """Its targets stay healthy and idle, yet its Route 53 check must fail (front-door-down)."""
+    drained = {(m, "us-west-2"): {"healthy": False} for m in range(10, 20)}
+    door = {"kind": "front_door_down", "region": "us-west-2", "at": 10, "until": 20}
+    assert not any("drained" in v for v in judge(scenario([door]), day(changes=drained), RULES).violations)
+    assert any("drained" in v for v in judge(scenario(), day(changes=drained), RULES).violations)

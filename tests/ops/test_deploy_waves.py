@@ -39,6 +39,7 @@ PROJECT = SETTINGS.project
 REGIONS = list(SETTINGS.regions)  # us-east-1, us-west-2, us-east-2
 NAMES = StackNames(f"{PROJECT}-global", {region: f"{PROJECT}-{region}" for region in REGIONS})
 GLOBAL_STACK = NAMES.global_stack
+HOME = SETTINGS.orchestrator_region  # where the global stack (the orchestrator) is deployed: us-west-2
 
 FAKE_CDK = """#!{python}
 # A stand-in for the CDK CLI: records each call; `synth -o DIR` writes a manifest naming the stacks in
@@ -114,7 +115,7 @@ GLOBAL_ALARM = f"{GLOBAL_STACK}-TrafficOrchestratorNotRunning1A2B3C-XYZ123"  # a
 
 def serve_global(session, state: str = "OK") -> None:
     """The global stack's orchestrator alarm as deployed: named by CloudFormation after the stack."""
-    cloudwatch = session.client("cloudwatch", region_name="us-east-1")
+    cloudwatch = session.client("cloudwatch", region_name=HOME)
     cloudwatch.put_metric_alarm(
         AlarmName=GLOBAL_ALARM,
         Namespace="AWS/Lambda",
@@ -272,7 +273,8 @@ def test_no_credentials_is_one_line_before_anything_runs(fake_cdk, tmp_path, cap
 def test_dry_run_prints_the_waves_and_touches_nothing(fake_cdk, tmp_path, capsys):
     assert run(fake_cdk, tmp_path, "--dry-run") == 0
     out = capsys.readouterr().out
-    assert out.index(GLOBAL_STACK) < out.index("us-east-1") < out.index("us-west-2") < out.index("us-east-2")
+    order = [out.index(f"{stack} (") for stack in (GLOBAL_STACK, *NAMES.regional.values())]
+    assert order == sorted(order)
     assert "4 waves" in out and f"{PROJECT}-us-west-2-region-unfit" in out
     _, calls = fake_cdk
     assert calls() == []
@@ -378,7 +380,7 @@ def test_an_aws_error_while_watching_stops_the_wave(aws):
 def test_plan_is_global_then_regions_in_config_order_each_watching_its_own_alarms():
     waves = plan_waves(SETTINGS, NAMES)
     assert [w.stack for w in waves] == [GLOBAL_STACK, *(f"{PROJECT}-{r}" for r in REGIONS)]
-    assert waves[0] == Wave(GLOBAL_STACK, home="us-east-1")  # its alarms are read in its own region
+    assert waves[0] == Wave(GLOBAL_STACK, home=HOME)  # its alarms are read in its own region
     for wave in waves[1:]:
         assert wave.alarms == (
             f"{PROJECT}-{wave.region}-region-unfit",
@@ -647,7 +649,7 @@ def test_dry_run_shows_the_whole_day_zero_sequence(fake_cdk, tmp_path, capsys):
     out = capsys.readouterr().out
     for step in ("--strict", "cdk synth twice", "security diff", "APPROVE=1", "scheduled start times"):
         assert step in out, step
-    assert f"{GLOBAL_STACK} (global, us-east-1): deploy, watch its own alarms" in out
+    assert f"{GLOBAL_STACK} (global, {HOME}): deploy, watch its own alarms" in out
     assert "wait up to 135 min for stable ECS services" in out  # inf2 max 20: 4 batches of 5, 30 min each
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -90,14 +91,14 @@ def test_the_table_fits_120_columns_even_on_a_wider_terminal(capsys, tmp_path, m
     lines = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in lines) <= 120
     assert any("degrade-and-recover.yaml" in line for line in lines[:2])  # the title names the scenario
-    assert "us-east-2 healthy: 20->30" in "".join(lines)  # wrapped reasons, not cut ones
+    assert re.search(r"us-east-2 healthy: \d+->\d+ \(utilisation", "".join(lines))  # wrapped, not cut
 
 
 def test_the_table_marks_minutes_without_metrics(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "120")
     assert main([str(SCENARIOS / "missing-metrics.yaml"), "--png", str(tmp_path / "p.png")]) == 0
     out = capsys.readouterr().out
-    assert "20?" in out and "? = no metrics" in out
+    assert re.search(r"\d+\?", out) and "? = no metrics" in out
 
 
 def minutes_of(name: str):

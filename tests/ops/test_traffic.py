@@ -15,6 +15,8 @@ from orchestrator.routing.override import OverrideError, parse_override
 
 REPO = Path(__file__).resolve().parents[2]
 REGIONS = {"us-east-1", "us-west-2", "us-east-2"}
+# Where the default config's orchestrator keeps its state and override: not the largest region (us-east-1).
+HOME = "us-west-2"
 
 
 def client(service: str, region: str):
@@ -53,7 +55,7 @@ def config(tmp_path, monkeypatch) -> Path:
                 {"time": "2027-07-08T12:00:00+00:00", "weights": {"us-east-1": 45}, "reason": "steady"}
             ]
         }
-        client("ssm", "us-east-1").put_parameter(
+        client("ssm", HOME).put_parameter(
             Name="/shopping-assistant/routing/state", Value=json.dumps(state), Type="String"
         )
         path = tmp_path / "config.yaml"
@@ -75,7 +77,7 @@ def test_pin_writes_what_the_orchestrator_reads_and_clear_removes_it(config, cap
         main(["--config", str(config), "pin", "us-east-1=0", "--for", "90m", "--reason", "patching"], client)
         == 0
     )
-    ssm = client("ssm", "us-east-1")
+    ssm = client("ssm", HOME)
     text = ssm.get_parameter(Name="/shopping-assistant/routing/override")["Parameter"]["Value"]
     override = parse_override(text, REGIONS)
     assert override is not None and override.weights == {"us-east-1": 0} and override.reason == "patching"
@@ -130,7 +132,7 @@ def test_a_second_pin_merges_with_the_active_one_instead_of_ending_it(config, ca
     assert main(["--config", str(config), "pin", "us-west-2=10", "--reason", "load test"], client) == 0
     out = capsys.readouterr().out
     assert "kept from the active pin: us-east-1" in out
-    ssm = client("ssm", "us-east-1")
+    ssm = client("ssm", HOME)
     override = parse_override(
         ssm.get_parameter(Name="/shopping-assistant/routing/override")["Parameter"]["Value"], REGIONS
     )
@@ -144,7 +146,7 @@ def test_a_second_pin_merges_with_the_active_one_instead_of_ending_it(config, ca
 
 
 def test_an_expired_pin_is_not_merged(config):
-    ssm = client("ssm", "us-east-1")
+    ssm = client("ssm", HOME)
     old = {"weights": {"us-east-1": 0}, "expires_at": "2020-01-01T00:00:00Z", "reason": "long ago"}
     ssm.put_parameter(Name="/shopping-assistant/routing/override", Value=json.dumps(old), Type="String")
     assert main(["--config", str(config), "pin", "us-west-2=10"], client) == 0

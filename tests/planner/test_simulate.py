@@ -86,6 +86,19 @@ def test_a_new_request_joins_the_running_batch_at_the_next_decode_step() -> None
     assert outcome.ttft[1] == pytest.approx(boundary + 0.020 - 0.2055)
 
 
+def test_a_replica_holding_its_slots_and_a_full_queue_refuses_the_next_request_at_once() -> None:
+    """The container's admission bound: one slot (max_num_seqs 1), one request let wait; a third arriving
+    while both are held is shed (no first token), and a fourth after the first finished is served."""
+    engine = Engine(1000.0, (0.0, 0.010))  # max_num_seqs 1
+    load = requests((0.0, 100, 50), (0.01, 100, 50), (0.02, 100, 50), (2.0, 100, 5))
+    outcome = simulate([HostGroup("x", engine, 1, 1)], load, max_queued=1)
+    assert outcome.shed.tolist() == [False, False, True, False]
+    assert math.isnan(outcome.ttft[2]) and outcome.ttft[3] == pytest.approx(0.100)
+    # Without the bound every request waits its turn.
+    unbounded = simulate([HostGroup("x", engine, 1, 1)], load)
+    assert unbounded.shed is None and unbounded.admitted.all() and unbounded.ttft[2] > 0.5
+
+
 def test_a_static_batch_makes_a_newcomer_wait_for_its_longest_sequence() -> None:
     engine = Engine(1000.0, (0.0, 0.010, 0.012))
     outcome = simulate(

@@ -352,6 +352,11 @@ BAD_CONFIGS = [
         id="confirmation-longer-than-drain",
     ),
     pytest.param(
+        MINIMAL + "routing:\n  error_share: 0.1\n  dns_error_share: 0.05\n",
+        ["config.yaml:8", "routing", "dns_error_share (0.05) is below error_share (0.1)"],
+        id="dns-bar-below-the-drain-bar",
+    ),
+    pytest.param(
         MINIMAL + "routing:\n  slow_first_token_share: 1.5\n",
         ["config.yaml:9", "routing.slow_first_token_share", "less than 1"],
         id="share-above-one",
@@ -810,10 +815,40 @@ def test_merge_keeps_every_key_and_overlay_scalars_win(base: dict, overlay: dict
 
 def test_routing_defaults_and_the_derived_host_floor() -> None:
     settings = load_settings(REPO / "config" / "default.yaml")
-    assert settings.orchestrator_region == "us-east-1"  # the first region unless configured
+    # Not the largest serving region (us-east-1, weight 50) unless configured: the next one.
+    assert settings.largest_region == "us-east-1"
+    assert settings.orchestrator_region == "us-west-2"
     assert settings.routing.floor == 5 and settings.routing.drain_runs == 3
     # inf2 min 2 + trn1 min 1 = 3 hosts; half of them, rounded up, must stay healthy.
     assert settings.min_healthy_hosts("us-east-1") == 2
+
+
+TWO_REGIONS = (
+    MINIMAL
+    + """\
+  us-west-2:
+    weight: 3
+    fleets:
+      - {instance_type: inf2.48xlarge, tensor_parallel: 24, min: 1, max: 2}
+"""
+)
+
+
+def test_the_orchestrator_defaults_away_from_the_largest_region_and_warns_when_put_there(
+    tmp_path: Path,
+) -> None:
+    """On main it ran in the first region, the largest by default: a CloudWatch or Lambda impairment there
+    left only the alias target-health check."""
+    plain = load_config(write(tmp_path, TWO_REGIONS, "plain.yaml"))
+    assert plain.settings.largest_region == "us-west-2"
+    assert plain.settings.orchestrator_region == "us-east-1" and plain.warnings == ()
+    path = write(tmp_path, TWO_REGIONS + "routing: {orchestrator_region: us-west-2}\n", "pinned.yaml")
+    pinned = load_config(path)
+    assert pinned.settings.orchestrator_region == "us-west-2"
+    (warning,) = pinned.warnings
+    assert warning.startswith(
+        f"{path}:12: routing.orchestrator_region: us-west-2 is the largest serving region"
+    )
 
 
 def test_bounds_read_in_plain_words_with_the_value_given(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ def test_each_cell_is_a_stack_and_the_first_keeps_the_regions_name(cells_setting
         "shopping-assistant-us-east-1-cell2": "us-east-1",
         "shopping-assistant-us-west-2": "us-west-2",
         "shopping-assistant-us-east-2": "us-east-2",
-        global_stack_name(cells_settings): "us-east-1",
+        global_stack_name(cells_settings): "us-west-2",  # not the largest region (us-east-1)
     }
     assert stack_name(cells_settings, "us-east-1", 1) == "shopping-assistant-us-east-1"
 

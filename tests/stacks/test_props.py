@@ -385,14 +385,19 @@ def test_the_container_gets_its_catalog_objective_and_replicas_from_config(setti
     assert dict(props.engine_environment(custom, "us-east-1"))["CATALOG_INDEX_S3_URI"] == uri
 
 
-def test_the_queue_bound_reaches_the_container_only_when_config_sets_it(settings, overlay):
+def test_the_queue_bound_reaches_the_container_short_by_default(settings, overlay):
+    """One request waits per replica beyond its slots unless config says otherwise (the container's own
+    default, one more batch, serves nothing within the objective under overload: tests/gameday)."""
     fleet = settings.regions["us-east-1"].fleets[0]
-    assert "MAX_QUEUED_PER_REPLICA" not in dict(props.fleet_props(settings, "us-east-1", fleet).environment)
+    assert dict(props.fleet_props(settings, "us-east-1", fleet).environment)["MAX_QUEUED_PER_REPLICA"] == "1"
     bounded = overlay("serving:\n  max_queued_per_replica: 0\n")
     environment = dict(
         props.fleet_props(bounded, "us-east-1", bounded.regions["us-east-1"].fleets[0]).environment
     )
     assert environment["MAX_QUEUED_PER_REPLICA"] == "0"
+    container = overlay("serving:\n  max_queued_per_replica: null\n")
+    fleet = container.regions["us-east-1"].fleets[0]
+    assert "MAX_QUEUED_PER_REPLICA" not in dict(props.fleet_props(container, "us-east-1", fleet).environment)
 
 
 def test_a_cell_takes_its_share_of_the_fleets_bounds_pool_and_names(overlay):

@@ -190,8 +190,9 @@ def _rule_alarms(template, composite) -> set[str]:
 
 def test_region_unfit_hears_only_the_region_wide_serving_signals(settings, templates):
     """One host's uncorrected ECC error, a NAT port-allocation error or tasks short of desired page through
-    region-degraded; only what says the whole region serves badly makes it unfit, which is what the
-    orchestrator drains on."""
+    region-degraded; only a hard fault of the whole region makes it unfit, which is what the orchestrator
+    drains on. Overload is not a fault: the slow-first-token, shed and rejected shares page only (on main
+    the slow-first-token share drained a loaded region)."""
     for region, template in templates.items():
         unfit = _composite(template, "-region-unfit")
         assert unfit["AlarmName"] == f"{settings.project}-{region}-region-unfit"
@@ -203,7 +204,6 @@ def test_region_unfit_hears_only_the_region_wide_serving_signals(settings, templ
             "LoadBalancerHttpNoHealthyTargets",
             "ObservabilityTarget5xxShare",
             "RoutingEndpointErrorShare",
-            "RoutingEndpointSlowFirstTokenShare",
         ], region
         assert not [i for i in heard if i.startswith(("Fleet", "Network"))], region
         assert "AlarmActions" not in unfit  # region-degraded pages for all of them
@@ -213,7 +213,7 @@ def test_region_unfit_hears_only_the_region_wide_serving_signals(settings, templ
             if logical_id.startswith("ObservabilityTarget5xxShare")
         )
         assert share["Threshold"] == settings.routing.error_share
-        assert share["EvaluationPeriods"] == share["DatapointsToAlarm"] == settings.routing.bad_runs_to_drain
+        assert (share["DatapointsToAlarm"], share["EvaluationPeriods"]) == (3, 5)  # M of N: catches flapping
         expressions = {m["Id"]: m for m in share["Metrics"]}
         assert expressions["errors"]["MetricStat"]["Metric"]["MetricName"] == "HTTPCode_Target_5XX_Count"
         assert expressions["requests"]["MetricStat"]["Metric"]["MetricName"] == "RequestCount"

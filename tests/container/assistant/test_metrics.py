@@ -52,6 +52,7 @@ def test_request_record_follows_the_emf_layout() -> None:
         "InputTokens": 180,
         "RequestFailed": 0,
         "Shed": 0,
+        "ServingError": 0,
         "_aws": {
             "Timestamp": 1_700_000_000_000,
             "CloudWatchMetrics": [
@@ -65,6 +66,7 @@ def test_request_record_follows_the_emf_layout() -> None:
                         {"Name": "InputTokens", "Unit": "Count"},
                         {"Name": "RequestFailed", "Unit": "Count"},
                         {"Name": "Shed", "Unit": "Count"},
+                        {"Name": "ServingError", "Unit": "Count"},
                     ],
                 }
             ],
@@ -116,6 +118,15 @@ def test_a_shed_request_counts_as_shed_and_failed_without_ttft() -> None:
     assert record["Shed"] == 1 and record["RequestFailed"] == 1
     assert "SlowFirstToken" not in record and "TimeToFirstToken" not in record
     assert _record()["Shed"] == 0, "every request carries Shed, so its Average is the shed share"
+
+
+def test_a_shed_is_not_a_serving_error_and_a_failure_is() -> None:
+    """Route 53 can follow one metric's Average only: ServingError is the error share with sheds left out,
+    so overload (shedding) never takes a region out of DNS while engine failures do."""
+    assert _record(ttft_ms=None, failed=False, shed=True, input_tokens=None)["ServingError"] == 0
+    assert _record(ttft_ms=None, failed=True, input_tokens=None)["ServingError"] == 1
+    assert _record()["ServingError"] == 0
+    assert "ServingError" not in _record(ttft_ms=None, failed=None, input_tokens=None)  # rejected
 
 
 @pytest.mark.parametrize(("ttft_ms", "slow"), [(999.9, 0), (1000.0, 0), (1000.1, 1), (5000.0, 1)])

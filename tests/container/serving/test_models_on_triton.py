@@ -272,8 +272,9 @@ def test_each_request_logs_an_emf_line(triton: TritonServer) -> None:
         "InputTokens",
         "RequestFailed",
         "Shed",
+        "ServingError",
     ]
-    assert record["Shed"] == 0
+    assert record["Shed"] == 0 and record["ServingError"] == 0
     assert record["TimeToFirstToken"] > 0 and record["OutputTokens"] == SHORT["max_tokens"]
     assert record["SlowFirstToken"] == int(record["TimeToFirstToken"] > TEST_SLOW_FIRST_TOKEN_MS)
     assert record["RequestFailed"] == 0 and record["Outcome"] == "completed"

@@ -39,7 +39,7 @@ class MotoWithStubbedQuotas:
         network_quotas: dict[str, float] | None = None,
         concurrency: tuple[int, int] = (1000, 1000),
         ami_published: bool = True,
-        home: str = "us-east-1",
+        home: str = "us-west-2",  # the shipped configs' orchestrator region (routing.orchestrator_region)
     ) -> None:
         self.quotas = quotas
         self.elb_limits = AWS_ELB_DEFAULTS if elb_limits is None else elb_limits
@@ -217,12 +217,13 @@ def test_an_assembly_synthesized_before_the_ramp_and_deployed_after_it_is_reject
 
 
 def test_an_unpublished_powertools_layer_is_a_shortfall_in_the_orchestrators_region(aws, tmp_path, capsys):
+    """The default config runs its orchestrator in us-west-2, the largest serving region but one."""
     session = MotoWithStubbedQuotas({"L-1945791B": 10_000.0, "L-2C3B7624": 10_000.0}, layer_published=False)
     fresh = _assembly(tmp_path, "2099-07-08T06:00:00Z")
     assert main([DEFAULT_CONFIG, "--assembly", str(fresh)], session_factory=lambda: session) == 1
     err = capsys.readouterr().err
     assert "1 shortfall(s):" in err
-    assert f"us-east-1: SSM parameter {powertools_layer_parameter()} does not exist" in err
+    assert f"us-west-2: SSM parameter {powertools_layer_parameter()} does not exist" in err
 
 
 def test_an_account_below_the_alb_targets_its_fleets_need_exits_one(aws, capsys):

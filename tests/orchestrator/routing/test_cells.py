@@ -228,3 +228,49 @@ def test_two_equal_cells_near_their_cliff_do_not_swing():
         seen.append(weights["us-east-1/1"])
     assert len(set(seen[-10:])) == 1, seen
     assert abs(seen[-1] - weights["us-east-1/2"]) <= 4
+
+
+def test_a_drained_cells_weight_leaves_its_region_beyond_its_siblings_spare_slots():
+    """On main the sibling took the whole region's weight in one run while it had no room: two loaded cells
+    swapped all and nothing. A cell's drain cuts its region's weight by the cell's share; the sibling takes
+    at most what its spare slots can serve."""
+    loaded = {
+        "us-east-1/1": healthy(384, 345),  # 90% busy: 39 slots spare each
+        "us-east-1/2": healthy(384, 345),
+        "us-west-2": healthy(768, 300),
+    }
+    memory = {
+        name: RegionMemory(good_runs=9) for name in ("us-east-1", "us-east-1/1", "us-east-1/2", "us-west-2")
+    }
+    start = {"us-east-1/1": 25, "us-east-1/2": 25, "us-west-2": 50}
+    bad = {**loaded, "us-east-1/1": failing()}
+    history = run([bad] * PARAMS.drain_runs, current=start, memory=memory)
+    after = history[-1].weights
+    assert after["us-east-1/1"] == PARAMS.floor
+    room = 39 * 25 / 345  # the sibling's spare slots, in weight
+    assert after["us-east-1/2"] - 25 <= room + 1, after
+    assert after["us-east-1/1"] + after["us-east-1/2"] <= 50 - (25 - PARAMS.floor) + room + 1, after
+
+
+def test_a_cell_without_metrics_does_not_squeeze_its_sibling():
+    """On main a cell with missing metrics made its region look half as large: its sibling went 24 -> 11."""
+    even = {
+        "us-east-1/1": None,
+        "us-east-1/2": healthy(384, 230),  # 60% busy, as us-west-2
+        "us-west-2": healthy(768, 460),
+    }
+    history = run([even] * 10, current={"us-east-1/1": 24, "us-east-1/2": 24, "us-west-2": 52})
+    assert all(d.weights["us-east-1/1"] == 24 for d in history)
+    assert all(abs(d.weights["us-east-1/2"] - 24) <= 1 for d in history), [d.weights for d in history]
+
+
+def test_when_every_cell_is_bad_a_cell_without_hosts_still_steps_down():
+    """On main a cell with no hosts kept its share while its sibling was bad too."""
+    signals = {
+        "us-east-1/1": RegionSignals(0.0, 0.0, 0, 4, 0, 0, degraded=True),
+        "us-east-1/2": failing(),
+        "us-west-2": healthy(768, 300),
+    }
+    start = {"us-east-1/1": 24, "us-east-1/2": 24, "us-west-2": 52}
+    history = run([signals] * PARAMS.drain_runs, current=start)
+    assert history[-1].weights["us-east-1/1"] == PARAMS.floor

@@ -20,9 +20,9 @@ from orchestrator.routing.config_source import (
     load,
 )
 from tests.orchestrator.routing.test_handler import (
+    FAILING,
     HEALTHY,
     MIN_HOSTS,
-    SLOW,
     START,
     WEIGHTS,
     Context,
@@ -128,7 +128,7 @@ def test_the_handler_runs_on_the_config_in_its_parameter(config, monkeypatch):
     try:
         for offset in range(4):
             run = START + timedelta(minutes=offset)
-            publish_for_run(run, {"us-east-1": SLOW, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
+            publish_for_run(run, {"us-east-1": FAILING, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
             result = lambda_handler.handler(event(run), Context())
         assert result["weights"] == weights_in_route53(config)
         assert weights_in_route53(config)["us-east-1"] < 50  # the config's regions were read and drained

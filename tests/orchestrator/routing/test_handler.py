@@ -21,11 +21,12 @@ from ops.routing_scenario import MinuteOfRegion, load_scenario
 from orchestrator.routing import handler as lambda_handler
 from orchestrator.routing.config import OrchestratorConfig, RegionTarget
 from orchestrator.routing.override import Override
-from orchestrator.routing.policy import PolicyParams
+from orchestrator.routing.policy import PolicyParams, Status
 from orchestrator.routing.records import read_records
 from orchestrator.routing.signals import minute_to_read
-from orchestrator.routing.state import MAX_BYTES, parse_state
+from orchestrator.routing.state import MAX_BYTES, RunState, parse_state
 from settings.cells import region_of
+from tests.orchestrator.routing.clock import Clock
 
 REPO = Path(__file__).resolve().parents[3]
 SCENARIOS = sorted((REPO / "scenarios" / "routing").glob("*.yaml"))
@@ -43,7 +44,8 @@ HEALTHY = MinuteOfRegion(
     serving_slots=384,
     requests_in_flight=200,
 )
-SLOW = HEALTHY.model_copy(update={"slow_first_token_share": 0.2})
+# A hard fault: 20% of requests failed (slow first tokens alone never make a region bad).
+FAILING = HEALTHY.model_copy(update={"error_share": 0.2})
 
 
 _clients: dict[tuple[str, str], object] = {}
@@ -127,8 +129,12 @@ def make_config(weights: dict[str, int], min_hosts: dict[str, int]) -> Orchestra
             "alb_canonical_hosted_zone_id": "Z35SXDOTRQ7X7K",
             "region": region,
         }
-        ssm.put_parameter(Name=f"/kit/{name}/serving-endpoint", Value=json.dumps(endpoint), Type="String")
-        ssm.put_parameter(Name=f"/kit/{name}/routing-health-check", Value=check, Type="String")
+        ssm.put_parameter(
+            Name=f"/kit/{name}/serving-endpoint", Value=json.dumps(endpoint), Type="String", Overwrite=True
+        )
+        ssm.put_parameter(
+            Name=f"/kit/{name}/routing-health-check", Value=check, Type="String", Overwrite=True
+        )
         cell = {} if name == region else {"aws_region": region, "metrics_namespace": namespace_of(name)}
         regions.append(
             RegionTarget(
@@ -246,6 +252,7 @@ def lambda_environment(config, monkeypatch):
 
 
 def event(run: datetime) -> dict:
+    Clock.now_at = run + timedelta(seconds=5)
     return {"time": run.isoformat().replace("+00:00", "Z"), "detail-type": "Scheduled Event"}
 
 
@@ -334,7 +341,7 @@ def test_a_missing_health_check_parameter_never_writes_a_record_without_its_heal
     # us-east-2 drains (weight changes) while its health check parameter is unreadable.
     for offset in (1, 2, 3):
         run = START + timedelta(minutes=offset)
-        publish_for_run(run, {"us-east-1": HEALTHY, "us-east-2": SLOW})
+        publish_for_run(run, {"us-east-1": HEALTHY, "us-east-2": FAILING})
         lambda_handler.run(config, client, "us-east-1", run, None)
     records = read_records(route53, config.hosted_zone_id, DOMAIN)
     assert records["us-east-2"].weight == config.policy.floor
@@ -345,7 +352,7 @@ def test_a_missing_health_check_parameter_never_writes_a_record_without_its_heal
 def test_a_duplicate_delivery_of_one_event_steps_once(config, lambda_environment):
     for offset in range(3):
         run = START + timedelta(minutes=offset)
-        publish_for_run(run, {"us-east-1": SLOW, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
+        publish_for_run(run, {"us-east-1": FAILING, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
         lambda_handler.handler(event(run), Context())
     after_three = weights_in_route53(config)
     last = START + timedelta(minutes=2)
@@ -407,10 +414,10 @@ def _drain_setup(config) -> datetime:
     """Two runs: us-east-1 confirmed bad; the third run's minute is returned, published."""
     for offset in range(2):
         run = START + timedelta(minutes=offset)
-        publish_for_run(run, {"us-east-1": SLOW, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
+        publish_for_run(run, {"us-east-1": FAILING, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
         lambda_handler.run(config, client, "us-east-1", run, event(run)["time"])
     run = START + timedelta(minutes=2)
-    publish_for_run(run, {"us-east-1": SLOW, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
+    publish_for_run(run, {"us-east-1": FAILING, "us-west-2": HEALTHY, "us-east-2": HEALTHY})
     return run
 
 
@@ -696,3 +703,69 @@ def test_a_crashed_run_still_logs_one_line_with_what_it_knew(config, lambda_envi
     assert failed.known["phase"] == "change records"
     assert failed.known["decided"] == WEIGHTS and failed.known["minute"] == "2027-07-08T12:00:00Z"
     assert failed.exc_info is not None
+
+
+def test_an_event_dated_ahead_of_the_clock_is_refused_counted_and_never_freezes_later_runs(
+    config, lambda_environment, capsys
+):
+    """On main one event an hour in the future became the state's minute: every later run was "older" and
+    skipped with success, weights frozen, no alarm."""
+    run = START + timedelta(minutes=5)
+    publish_for_run(run, {r: HEALTHY for r in WEIGHTS})
+    future = event(run + timedelta(hours=1))["time"]
+    refused = lambda_handler.run(config, client, "us-east-1", run, future)
+    assert refused.refused and refused.decision is None and "ahead of the clock" in refused.notes[0]
+    lambda_handler._log(refused)
+    assert '"EventsRefused":[1.0]' in capsys.readouterr().out  # counted, for an alarm or a graph
+    ok = lambda_handler.run(config, client, "us-east-1", run, event(run)["time"])
+    assert ok.decision is not None
+    assert state(config).minute == event(run)["time"]
+
+
+def test_a_state_minute_ahead_of_the_clock_is_dropped_not_obeyed(config):
+    """A state written by a run that trusted a future event (before they were refused) does not skip every
+    run until then."""
+    ahead = START + timedelta(hours=1)
+    stale = RunState(minute=event(ahead)["time"], targets={"us-east-1": 1})
+    client("ssm", "us-east-1").put_parameter(
+        Name=config.state_parameter, Value=stale.to_json(), Type="String", Overwrite=True
+    )
+    run = START + timedelta(minutes=5)
+    publish_for_run(run, {r: HEALTHY for r in WEIGHTS})
+    result = lambda_handler.run(config, client, "us-east-1", run, event(run)["time"])
+    assert result.decision is not None
+    assert any("ahead of the clock: ignored" in note for note in result.notes)
+
+
+def test_metrics_readable_two_minutes_late_are_still_read(config):
+    """On main a run read the minute 2 back and no other: at 2 minutes' delay every region was missing."""
+    run = START + timedelta(minutes=5)
+    for region in WEIGHTS:
+        publish(
+            region, minute_to_read(run) - timedelta(minutes=1), FAILING if region == "us-east-1" else HEALTHY
+        )
+    result = lambda_handler.run(config, client, "us-east-1", run, event(run)["time"])
+    statuses = {r.region: r.status for r in result.decision.regions}
+    assert Status.MISSING not in statuses.values(), statuses
+    assert statuses["us-east-1"] is Status.SUSPECT
+
+
+def test_a_region_split_into_cells_hands_its_weight_over_without_raising_its_share(aws, lambda_environment):
+    """On main the old `us-east-1` record kept its weight for remove_after_runs while the cells' records
+    were created with their own: us-east-1's DNS share rose from 48% to 65% for ten minutes."""
+    before = make_config(WEIGHTS, MIN_HOSTS)
+    run = START + timedelta(minutes=5)
+    publish_for_run(run, {r: HEALTHY for r in WEIGHTS})
+    lambda_handler.run(before, client, "us-east-1", run, event(run)["time"])
+    old = weights_in_route53(before)
+    share_before = old["us-east-1"] / sum(old.values())
+    cells = {"us-east-1/1": 25, "us-east-1/2": 25, "us-west-2": 30, "us-east-2": 20}
+    after = make_config(cells, {name: 2 for name in cells})
+    for offset in range(1, 4):
+        later = run + timedelta(minutes=offset)
+        publish_for_run(later, {name: HEALTHY for name in cells})
+        lambda_handler.run(after, client, "us-east-1", later, event(later)["time"])
+        weights = weights_in_route53(after)
+        east = weights["us-east-1"] + weights["us-east-1/1"] + weights["us-east-1/2"]
+        assert east / sum(weights.values()) <= share_before + 0.02, weights
+    assert weights["us-east-1"] == 0

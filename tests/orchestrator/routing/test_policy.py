@@ -3,6 +3,7 @@ few behaviours the properties do not pin down."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -54,7 +55,8 @@ def healthy(slots: float = 384, in_flight: float = 100) -> RegionSignals:
 
 
 def degraded() -> RegionSignals:
-    return RegionSignals(0.2, 0.0, 12, 4, 384, 300)
+    """A hard fault: 5% of requests failed (not shed)."""
+    return RegionSignals(0.2, 0.05, 12, 4, 384, 300)
 
 
 @given(params_strategy, weights_strategy, maybe_signals, memory_strategy, st.integers(1, 600))
@@ -152,7 +154,9 @@ def test_a_recovered_region_waits_before_gaining_weight():
     }
     seen = []
     for _ in range(PARAMS.healthy_runs_to_recover):
-        decision = decide(PARAMS, 100, weights, {r: healthy() for r in REGIONS}, memory)
+        total = sum(weights.values())  # requests follow the weights: the floor region is nearly idle
+        signals = {r: healthy(384, 600 * weights[r] / total) for r in REGIONS}
+        decision = decide(PARAMS, 100, weights, signals, memory)
         weights, memory = decision.weights, decision.memory
         seen.append(weights["us-east-1"])
     assert seen[: PARAMS.healthy_runs_to_recover - 1] == [PARAMS.floor] * (PARAMS.healthy_runs_to_recover - 1)
@@ -184,22 +188,42 @@ def test_weights_that_would_all_be_zero_become_the_floor():
     assert decision.weights == {r: PARAMS.floor for r in REGIONS}
 
 
-def test_when_every_region_is_bad_a_region_without_healthy_hosts_loses_its_share_within_drain_runs():
-    """Holding the last weights kept 93% of answers on a region with no healthy host."""
-    weights = {"us-east-1": 186, "us-west-2": 7, "us-east-2": 7}
+def _all_bad(names: tuple[str, str, str]) -> dict[str, int]:
+    hostless, serving, worse = names
+    weights = {hostless: 186, serving: 7, worse: 7}
     signals = {
-        "us-east-1": RegionSignals(0.0, 0.0, 0, 4, 0, 0, degraded=True),
-        "us-west-2": RegionSignals(0.05, 0.02, 8, 2, 256, 200),  # bad, but serving
-        "us-east-2": RegionSignals(0.2, 0.1, 4, 1, 128, 100),  # worse
+        hostless: RegionSignals(0.0, 0.0, 0, 4, 0, 0, degraded=True),
+        serving: RegionSignals(0.05, 0.02, 8, 2, 256, 200),  # bad, but serving: 56 slots spare
+        worse: RegionSignals(0.2, 0.1, 4, 1, 128, 100),  # worse: 28 slots spare
     }
-    memory = {r: RegionMemory(good_runs=9) for r in REGIONS}
+    memory = {r: RegionMemory(good_runs=9) for r in names}
     for _ in range(PARAMS.drain_runs):
         decision = decide(PARAMS, 100, weights, signals, memory)
         weights, memory = decision.weights, decision.memory
+    return weights
+
+
+def test_when_every_region_is_bad_a_region_without_healthy_hosts_loses_its_share_within_drain_runs():
+    """Holding the last weights kept 93% of answers on a region with no healthy host."""
+    weights = _all_bad(("us-east-1", "us-west-2", "us-east-2"))
     assert weights["us-east-1"] == PARAMS.floor
     assert weights["us-east-1"] / sum(weights.values()) < 0.05
-    assert weights["us-west-2"] > weights["us-east-2"] == 7  # the best-ranked takes the weight
-    assert "ranked us-west-2 > us-east-2 > us-east-1" in decision.reason
+
+
+def test_when_every_region_is_bad_the_freed_weight_goes_by_spare_slots_never_by_name():
+    """On main the best-ranked region took it all, ties broken by name: a region with 17% of the capacity
+    went from 20% to 63% of the traffic."""
+    first = _all_bad(("us-east-1", "us-west-2", "us-east-2"))
+    # The same regions under other names, the sorting order reversed: the same weights.
+    renamed = _all_bad(("zz-hostless", "zz-serving", "aa-worse"))
+    assert [first["us-east-1"], first["us-west-2"], first["us-east-2"]] == [
+        renamed["zz-hostless"],
+        renamed["zz-serving"],
+        renamed["aa-worse"],
+    ]
+    gained = {r: first[r] - 7 for r in ("us-west-2", "us-east-2")}
+    assert gained["us-east-2"] > 0, "the region with spare slots takes its part"
+    assert gained["us-west-2"] == pytest.approx(2 * gained["us-east-2"], abs=2), gained  # 56 vs 28 spare
 
 
 @given(params_strategy, weights_strategy, st.fixed_dictionaries({r: signals_strategy for r in REGIONS}))
@@ -250,3 +274,46 @@ def test_the_attack_suites_forty_thirty_swing_settles():
         weights, memory = decision.weights, decision.memory
         seen.append(weights["us-east-1"])
     assert len(set(seen[-10:])) == 1
+
+
+def test_latency_and_shedding_never_make_a_region_bad():
+    """On main a 1% slow-first-token share drained a region whole, and sheds counted as errors: overload
+    then cascaded region to region. Both rise with load; only hard faults make a region bad."""
+    overloaded = RegionSignals(0.6, 0.0, 12, 4, 384, 384, shed_share=0.4)
+    weights = {"us-east-1": 50, "us-west-2": 30, "us-east-2": 20}
+    memory: dict[str, RegionMemory] = {r: RegionMemory(good_runs=9) for r in REGIONS}
+    for _ in range(10):
+        decision = decide(
+            PARAMS, 100, weights, {**{r: healthy() for r in REGIONS}, "us-east-1": overloaded}, memory
+        )
+        weights, memory = decision.weights, decision.memory
+        assert {r.region: r.status for r in decision.regions}["us-east-1"] is Status.HEALTHY
+    assert overloaded.problems(PARAMS) == []
+
+
+def test_an_overloaded_region_sheds_weight_toward_spare_capacity_in_proportion():
+    """Its demand (in flight and shed) is 1.6x its slots while the others sit at a quarter: it loses weight
+    at once, more than the old dead zone's 1 a run."""
+    overloaded = RegionSignals(0.6, 0.0, 12, 4, 384, 384, shed_share=0.375)  # 614 slots of demand
+    weights = {"us-east-1": 50, "us-west-2": 30, "us-east-2": 20}
+    memory = {r: RegionMemory(good_runs=9) for r in REGIONS}
+    signals = {"us-east-1": overloaded, "us-west-2": healthy(384, 46), "us-east-2": healthy(384, 31)}
+    decision = decide(PARAMS, 100, weights, signals, memory)
+    assert decision.weights["us-east-1"] <= 50 - PARAMS.gain_step
+
+
+def test_a_region_failing_every_other_minute_is_drained():
+    """On main 50% errors on alternate minutes never made 2 bad runs in a row: never drained. 3 bad runs of
+    the last 5 drain it."""
+    weights = {"us-east-1": 50, "us-west-2": 30, "us-east-2": 20}
+    memory = {r: RegionMemory(good_runs=9) for r in REGIONS}
+    seen = []
+    for minute in range(12):
+        east = RegionSignals(0.0, 0.5, 12, 4, 384, 100) if minute % 2 == 0 else healthy()
+        decision = decide(
+            PARAMS, 100, weights, {**{r: healthy() for r in REGIONS}, "us-east-1": east}, memory
+        )
+        weights, memory = decision.weights, decision.memory
+        seen.append({r.region: r.status for r in decision.regions}["us-east-1"])
+    assert Status.DEGRADED in seen[:5]
+    assert weights["us-east-1"] == PARAMS.floor

@@ -78,7 +78,7 @@ def test_the_handler_skips_a_minute_another_run_holds(config, dynamodb, monkeypa
         run = START
         publish_for_run(run, dict.fromkeys(("us-east-1", "us-west-2", "us-east-2"), HEALTHY))
         holder = RunLock(dynamodb, TABLE, "the other run")
-        assert holder.acquire(datetime.now(UTC))
+        assert holder.acquire(run)  # the handler's clock is the event's (conftest.py)
         skipped = lambda_handler.handler(event(run), Context())
         assert skipped["weights"] is None and "run lock" in skipped["reason"]
         assert weights_in_route53(config) == {}  # nothing written while another run held the lease
@@ -86,6 +86,6 @@ def test_the_handler_skips_a_minute_another_run_holds(config, dynamodb, monkeypa
         decided = lambda_handler.handler(event(run), Context())
         assert decided["weights"] == weights_in_route53(config) != {}
         # The run gave its lease back: the next one takes it at once.
-        assert RunLock(dynamodb, TABLE, "next").acquire(datetime.now(UTC))
+        assert RunLock(dynamodb, TABLE, "next").acquire(run + timedelta(seconds=10))
     finally:
         lambda_handler._boto3_client.cache_clear()

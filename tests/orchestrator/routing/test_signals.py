@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import boto3
-import pytest
 from botocore.stub import Stubber
 
+from orchestrator.routing.config import OrchestratorConfig, RegionTarget
+from orchestrator.routing.policy import PolicyParams
 from orchestrator.routing.signals import (
-    SignalReadError,
     fetch_results,
     metric_queries,
     minute_to_read,
+    newest_complete,
     parse_endpoint,
+    read_newest,
     region_signals,
     values_at,
+    values_by_minute,
 )
 
 T0, T1 = datetime(2027, 7, 8, 12, 0, tzinfo=UTC), datetime(2027, 7, 8, 12, 1, tzinfo=UTC)
@@ -33,6 +36,8 @@ def test_queries_use_only_statistics_route53_health_checks_can_follow_too():
     assert {q["MetricStat"]["Metric"]["MetricName"] for q in queries} == {
         "SlowFirstToken",
         "RequestFailed",
+        "Shed",
+        "ServingError",
         "RequestsInFlight",
         "ServingSlots",
     }
@@ -83,11 +88,11 @@ def test_every_page_is_read_and_merged():
                 [{"Id": "slow", "Label": "s", "Timestamps": [T0], "Values": [0.03], "StatusCode": "Complete"}]
             ),
         )
-        results = fetch_results(cloudwatch, queries, T0)
-    assert values_at(results, T0) == {"slow": 0.03}
+        results, incomplete = fetch_results(cloudwatch, queries, T0)
+    assert values_at(results, T0) == {"slow": 0.03} and incomplete == set()
 
 
-def test_a_minute_still_partial_after_the_last_page_is_not_read():
+def test_a_query_still_partial_after_the_last_page_is_left_out_alone():
     cloudwatch = boto3.client(
         "cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
     )
@@ -106,8 +111,9 @@ def test_a_minute_still_partial_after_the_last_page_is_not_read():
                 ]
             ),
         )
-        with pytest.raises(SignalReadError, match="inflight_samples"):
-            fetch_results(cloudwatch, metric_queries("LLMServing", "assistant"), T0)
+        results, incomplete = fetch_results(cloudwatch, metric_queries("LLMServing", "assistant"), T0)
+    assert incomplete == {"inflight_samples"}
+    assert values_by_minute(results, incomplete) == {}
 
 
 def test_gauges_count_hosts_and_sum_their_values():
@@ -143,3 +149,69 @@ def test_an_unpublished_or_garbled_endpoint_or_health_check_is_none():
     assert parse_endpoint('{"alb_dns_name": "a.elb", "alb_canonical_hosted_zone_id": "Z1"}', "") is None
     endpoint = parse_endpoint('{"alb_dns_name": "a.elb", "alb_canonical_hosted_zone_id": "Z1"}', "hc")
     assert endpoint is not None and endpoint.health_check_id == "hc"
+
+
+def _gauged(hosts: int, samples_per_host: int = 6) -> dict[str, float]:
+    return {"inflight_samples": hosts * samples_per_host, "slots_sum": 32.0 * hosts * samples_per_host}
+
+
+def test_the_newest_complete_minute_is_read_whatever_its_age():
+    """On main a run read the minute 2 back and no other: with metrics readable 2 minutes late it never saw
+    a minute, and a region it drained on its alarm never came back."""
+    run = datetime(2027, 7, 8, 12, 10, tzinfo=UTC)
+    minute = [run - timedelta(minutes=k) for k in range(6)]
+    two_late = {minute[5]: _gauged(12), minute[4]: _gauged(12), minute[3]: _gauged(12)}
+    assert newest_complete(two_late) == minute[3]
+    # The newest minute with half its hosts' samples is still aggregating: the one before it is read.
+    aggregating = {**two_late, minute[2]: _gauged(6)}
+    assert newest_complete(aggregating) == minute[3]
+    # A region that grew counts as complete: more samples than before is never a partial minute.
+    assert newest_complete({**two_late, minute[2]: _gauged(20)}) == minute[2]
+    # Never the minute read last run again: a bad minute read twice would be two bad runs.
+    assert newest_complete(two_late, after=minute[3]) is None
+
+
+def test_sheds_are_not_errors():
+    values = {**_gauged(2), "failed": 0.3, "shed": 0.3}
+    signals = region_signals(values, min_hosts=1, degraded=False, gauge_interval_seconds=10)
+    assert signals is not None and signals.error_share == 0.0 and signals.shed_share == 0.3
+    values = {**values, "serving_error": 0.02}  # containers that publish it: read as such
+    signals = region_signals(values, min_hosts=1, degraded=False, gauge_interval_seconds=10)
+    assert signals is not None and signals.error_share == 0.02
+
+
+def test_partial_data_on_one_metric_does_not_hide_the_regions_drain_alarm():
+    """On main a query answering PartialData failed the whole read before the alarm was looked at: the
+    region was missing (held) while its drain alarm was in ALARM."""
+    cloudwatch = boto3.client(
+        "cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    region = RegionTarget("us-east-1", 50, 4, "/e", "/h", "kit-us-east-1-unfit")
+    config = OrchestratorConfig(
+        "a.example.com", "Z", "LLMServing", "assistant", "/s", "/o", PolicyParams(), (region,)
+    )
+    with Stubber(cloudwatch) as stub:
+        stub.add_response(
+            "describe_alarms",
+            {
+                "CompositeAlarms": [{"AlarmName": "kit-us-east-1-unfit", "StateValue": "ALARM"}],
+                "MetricAlarms": [],
+            },
+        )
+        stub.add_response(
+            "get_metric_data",
+            _page(
+                [
+                    {
+                        "Id": "inflight_samples",
+                        "Label": "i",
+                        "Timestamps": [T0],
+                        "Values": [6.0],
+                        "StatusCode": "PartialData",
+                    }
+                ]
+            ),
+        )
+        signals, _ = read_newest(cloudwatch, config, region, T1 + timedelta(minutes=1))
+    assert signals is not None and signals.degraded
+    assert signals.problems(PolicyParams())
