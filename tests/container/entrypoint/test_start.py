@@ -373,6 +373,18 @@ def test_the_admin_key_is_not_in_the_plans_repr(environ) -> None:
     assert key not in shown and "<redacted>" in shown and "artifacts_dir=" in shown
 
 
+def test_the_admin_key_is_in_no_environment_the_start_hands_on(environ) -> None:
+    """The key reaches Triton only as its restricted-API options (Triton 2.51 takes it no other way); the
+    environment every process of the container inherits (edge, Triton, stubs, engines) holds it not."""
+    from entrypoint.admin_api import HTTP_HEADER
+
+    plan = plan_start(environ, toolchain=TOOLCHAIN)
+    (argument,) = [a for a in plan.command if a.startswith("--http-restricted-api=")]
+    key = argument.split(f":{HTTP_HEADER}=")[1]
+    inherited = {**environ, **plan.environment}
+    assert not [name for name, value in inherited.items() if key in value or key in name]
+
+
 def test_s3_down_at_boot_is_a_clear_message_not_a_traceback(environ, devices, capsys) -> None:
     """Nothing listens at the endpoint (connection refused): as an S3 outage or a missing VPC endpoint."""
     import socket
