@@ -14,7 +14,9 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
+from moto import mock_aws
 
 from local.demo_assets import REPO_DIR, DemoAssets, ensure_demo_assets
 from local.triton_server import ServerError, TritonServer
@@ -225,3 +227,21 @@ def wait_for(condition, timeout_s: float = 15.0, interval_s: float = 0.2):
         if value or time.monotonic() > deadline:
             return value
         time.sleep(interval_s)
+
+
+ARTIFACTS_BUCKET = "artifacts"
+
+
+@pytest.fixture
+def artifacts_bucket(monkeypatch):
+    """An empty artifacts bucket on moto's S3, with fake credentials so nothing reaches AWS."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=ARTIFACTS_BUCKET)
+        yield client

@@ -18,13 +18,13 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from assistant.retrieve import MANIFEST_NAME, ProductIndex, build_index
 from entrypoint.s3_fetch import POINTER_NAME, S3Location, upload_build
 from serving.catalog_follow import CatalogFollower, FollowReport, index_version, manifest_sha256
+from tests.container.conftest import ARTIFACTS_BUCKET
 
-BUCKET = "artifacts"
+BUCKET = ARTIFACTS_BUCKET
 LOCATION = S3Location(BUCKET, "catalog-index")
 
 
@@ -49,17 +49,9 @@ def boots_price(index: ProductIndex) -> float:
 
 
 @pytest.fixture
-def s3(monkeypatch):
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
-        yield client
+def s3(artifacts_bucket):
+    """The catalog's bucket: the artifacts bucket on moto's S3 (tests/container/conftest.py)."""
+    return artifacts_bucket
 
 
 class Served:
