@@ -186,6 +186,25 @@ def emf_record(
     return record
 
 
+def _replica_record(
+    namespace: str | None,
+    dimensions: Mapping[str, str],
+    metrics: Sequence[MetricValue],
+    timestamp_ms: int | None,
+    properties: Mapping[str, Any] | None,
+    dimension_sets: Sequence[Sequence[str]] | None,
+) -> dict[str, Any]:
+    """emf_record with a replica's defaults: the namespace from the environment, the time now."""
+    return emf_record(
+        namespace=namespace or namespace_from_env(),
+        dimensions=dimensions,
+        metrics=metrics,
+        timestamp_ms=int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
+        properties=properties,
+        dimension_sets=dimension_sets,
+    )
+
+
 def slow_first_token_ms(environ: Mapping[str, str] | None = None) -> float:
     """The TTFT objective from SLOW_FIRST_TOKEN_MS; ValueError naming the variable when it is unusable."""
     environ = os.environ if environ is None else environ
@@ -249,14 +268,7 @@ def request_metrics_record(
         metrics.append(MetricValue(REQUEST_FAILED, int(failed or shed), "Count"))
         metrics.append(MetricValue(SHED, int(shed), "Count"))
         metrics.append(MetricValue(SERVING_ERROR, int(bool(failed) and not shed), "Count"))
-    return emf_record(
-        namespace=namespace or namespace_from_env(),
-        dimensions=dimensions,
-        metrics=metrics,
-        timestamp_ms=int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
-        properties=properties,
-        dimension_sets=dimension_sets,
-    )
+    return _replica_record(namespace, dimensions, metrics, timestamp_ms, properties, dimension_sets)
 
 
 @dataclass(frozen=True)
@@ -286,14 +298,7 @@ def host_gauge_record(
         MetricValue(KV_CACHE_USAGE, round(min(max(gauge.kv_cache_usage, 0.0), 1.0), 4), "None"),
         MetricValue(SERVING_SLOTS, gauge.serving_slots, "Count"),
     ]
-    return emf_record(
-        namespace=namespace or namespace_from_env(),
-        dimensions=dimensions,
-        metrics=metrics,
-        timestamp_ms=int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
-        properties=properties,
-        dimension_sets=dimension_sets,
-    )
+    return _replica_record(namespace, dimensions, metrics, timestamp_ms, properties, dimension_sets)
 
 
 INSTANCE_TYPE_ENV = "INSTANCE_TYPE"
@@ -315,14 +320,7 @@ def index_follow_record(
     metrics = [MetricValue(INDEX_FOLLOW_FAILED, 1 if failed else 0, "Count")]
     if version is not None:
         metrics.insert(0, MetricValue(INDEX_VERSION, version, "None"))
-    return emf_record(
-        namespace=namespace or namespace_from_env(),
-        dimensions=dimensions,
-        metrics=metrics,
-        timestamp_ms=int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
-        properties=properties,
-        dimension_sets=dimension_sets,
-    )
+    return _replica_record(namespace, dimensions, metrics, timestamp_ms, properties, dimension_sets)
 
 
 def serving_dimensions(
