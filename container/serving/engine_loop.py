@@ -12,6 +12,7 @@ import contextlib
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Coroutine, Mapping
 from dataclasses import fields
 from typing import Any
@@ -19,6 +20,8 @@ from typing import Any
 from serving.engine_settings import EngineSettingsError, check_known_keys
 
 logger = logging.getLogger(__name__)
+
+CANCEL_TIMEOUT_S = 2.0  # the live requests' tasks queue their final responses in one pass of the loop
 
 
 def _report_failure(future: concurrent.futures.Future) -> None:
@@ -87,15 +90,29 @@ class EngineLoop:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def stop(self, timeout_s: float = 20.0) -> None:
-        """Cancel what still runs on the loop, shut the engine down (its processes exit), stop the loop."""
+        """Cancel what still runs on the loop, shut the engine down (its processes exit), stop the loop; all
+        within timeout_s. An engine still shutting down then is left to the caller, which kills its
+        processes (vLLM 0.13's shutdown() takes no timeout; a newer one's can be spent on a stuck worker)."""
+        deadline = time.monotonic() + timeout_s
         if self._thread.is_alive():
             with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(self._cancel_tasks(), self.loop).result(timeout=timeout_s)
+                asyncio.run_coroutine_threadsafe(self._cancel_tasks(), self.loop).result(
+                    timeout=min(CANCEL_TIMEOUT_S, timeout_s)
+                )
         engine = getattr(self, "engine", None)
         if engine is not None:
-            try:
-                shutdown_engine(engine, timeout_s)
-            except Exception:
-                logger.exception("engine shutdown failed; its processes are killed instead")
+            remaining = max(0.5, deadline - time.monotonic())
+
+            def shut_down() -> None:
+                try:
+                    shutdown_engine(engine, remaining)
+                except Exception:
+                    logger.exception("engine shutdown failed; its processes are killed instead")
+
+            shutting_down = threading.Thread(target=shut_down, name="vllm-engine-shutdown", daemon=True)
+            shutting_down.start()
+            shutting_down.join(timeout=remaining)
+            if shutting_down.is_alive():
+                logger.warning("engine shutdown still running after %.1f s; killing its processes", remaining)
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=max(0.5, deadline - time.monotonic()))

@@ -52,7 +52,30 @@ MAX_QUEUED_ENV = "MAX_QUEUED_PER_REPLICA"
 # anyway; refusing it at once lets the client (or the ALB's next choice) go to a host with room.
 DEFAULT_QUEUE_MULTIPLE = 1
 DRAIN_TIMEOUT_ENV = "FINALIZE_DRAIN_SECONDS"
-ENGINE_SHUTDOWN_TIMEOUT_S = 20.0
+# vLLM's executor gives its workers 5 s to exit, then sends SIGTERM (vllm/v1/executor/multiproc_executor.py).
+# Measured on the CPU engine after a burst of cancelled streams, the worker exited on neither, and vLLM's
+# shutdown waited out whatever timeout it had; past the grace and a little, the model kills what is left.
+ENGINE_SHUTDOWN_TIMEOUT_S = 8.0
+# What Triton still does after finalize returns within its exit timeout: the stub's exit and the unload. The
+# finalize is budgeted to end this long before the timeout, so the stop stays graceful.
+FINALIZE_RESERVE_S = 5.0
+ENGINE_SHUTDOWN_MIN_S = 3.0  # the engine's own shutdown gets at least this, even after a long drain
+
+
+@dataclass(frozen=True)
+class ShutdownBudget:
+    drain_s: float  # waiting for live requests to end
+    total_s: float  # the whole finalize: drain, engine shutdown, leftovers killed, threads stopped
+
+
+def shutdown_budget(exit_timeout_s: float, drain_timeout_s: float) -> ShutdownBudget:
+    """Fit the finalize inside Triton's --exit-timeout-secs: past it Triton kills the stub ("Exit timeout
+    expired"), leaving engine processes to the guard. vLLM's own shutdown can take its whole timeout (a worker
+    that ignores the engine core's SIGTERM is waited on, then killed), so the engine's part is whatever the
+    drain leaves, and what outlives it is killed by the model itself."""
+    total = max(ENGINE_SHUTDOWN_MIN_S, exit_timeout_s - FINALIZE_RESERVE_S)
+    drain = max(0.0, min(drain_timeout_s, total - ENGINE_SHUTDOWN_MIN_S))
+    return ShutdownBudget(drain_s=drain, total_s=total)
 
 
 @dataclass(frozen=True)
@@ -243,10 +266,15 @@ class StreamingModel:
 
     def finalize(self) -> None:
         """Drain what is in flight, then stop the engine, its processes and the threads; within seconds."""
+        from serving.orphan_guard import exit_timeout_s
+
         self.draining = True
+        started = time.monotonic()
+        # The stub's parent is Triton, whose command line holds the exit timeout.
+        budget = shutdown_budget(exit_timeout_s(os.getppid()), self.drain_timeout_s)
         if self._watch is not None:  # the shutdown below ends the engine's processes on purpose
             self._watch.stop()
-        deadline = time.monotonic() + self.drain_timeout_s
+        deadline = started + budget.drain_s
         while time.monotonic() < deadline:
             # Asked of the loop with a timeout: a blocked loop must not hold the shutdown (and with it the
             # host, failing new requests fast) for ever.
@@ -260,13 +288,21 @@ class StreamingModel:
                 )
                 break
             time.sleep(0.2)
-        self.engine.stop(timeout_s=ENGINE_SHUTDOWN_TIMEOUT_S)
+        drained = time.monotonic()
+        engine_s = min(ENGINE_SHUTDOWN_TIMEOUT_S, max(1.0, started + budget.total_s - drained - 1.0))
+        self.engine.stop(timeout_s=engine_s)
+        engine_stopped = time.monotonic()
         self.prepare_worker.stop()
         self._kill_leftover_processes()
         self.gauge_board.leave()
         self.outbox.stop()
         self.log_writer.stop()
         self._stop_guard()
+        print(
+            f"{self.model_name}: finalize took {time.monotonic() - started:.1f} s of {budget.total_s:.0f} s "
+            f"(drain {drained - started:.1f} s, engine {engine_stopped - drained:.1f} s)",
+            flush=True,
+        )
         # Release the metric families while Triton's shared memory still exists: left to interpreter exit,
         # their destructors write to unmapped memory and the stub segfaults.
         self.metrics = None

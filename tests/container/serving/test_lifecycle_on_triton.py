@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -23,7 +24,7 @@ import tritonclient.grpc as grpcclient
 
 from local.client import StreamingClient
 from local.demo_assets import DemoAssets
-from local.triton_server import TritonServer
+from local.triton_server import LOCAL_EXIT_TIMEOUT_S, TritonServer
 from tests.container.conftest import (
     SERVER_START_TIMEOUT_S,
     TEST_ENVIRONMENT,
@@ -348,8 +349,11 @@ def _cancellation_burst_then_stop(demo_assets: DemoAssets, tmp_path: Path) -> No
         server.stop()
     log = server.log_path.read_text(errors="replace")
     assert "Exit timeout expired" not in log and "Non-graceful termination" not in log
-    # Within the server's exit timeout (20 s here), the engine shut down by finalize, not killed after it.
-    assert stop_s < 20, f"the graceful stop took {stop_s:.1f} s"
+    # Within the server's exit timeout, the engine shut down by finalize, not killed after it.
+    assert stop_s < LOCAL_EXIT_TIMEOUT_S, f"the graceful stop took {stop_s:.1f} s"
+    finalize = re.search(r"passthrough: finalize took ([0-9.]+) s of ([0-9.]+) s", log)
+    assert finalize, "finalize reports its time"
+    assert float(finalize.group(1)) <= float(finalize.group(2)), "finalize kept within its budget"
     assert leftovers is True, f"processes outlived the server: {leftovers}"
 
 
