@@ -6,7 +6,9 @@ continuous batching (a new sequence joins the running batch at the next decode s
 and waiting prompts are prefilled before decoding resumes) or static batching (a batch runs until its
 longest sequence ends before the next one starts). Events are batched: a replica decoding a fixed batch
 is not stepped token by token; it jumps to its next completion, or to the first step boundary after an
-arrival it could admit, so the cost is a few heap operations per request, not per token.
+arrival it could admit, so the cost is a few heap operations per request, not per token. With decode
+buckets (Engine) a replica also stops where its longest sequence outgrows its bucket, as its step changes
+there.
 """
 
 from __future__ import annotations
@@ -239,6 +241,7 @@ class _Replica:
         "cap",
         "decode_start",
         "decoding",
+        "engine",
         "event_time",
         "host",
         "index",
@@ -259,6 +262,7 @@ class _Replica:
         self.prompt = prompt  # tokens each request is prefilled at on this engine (bucket-padded)
         self.host = host
         self.inv_prefill = 1.0 / engine.prefill_tokens_per_second
+        self.engine = engine
         self.steps = engine.decode_step_seconds
         # Decode buckets: the step tables per bucket, and the longest running sequence's context less the
         # replica's step count (a running sequence's context grows by one with every step).
@@ -406,7 +410,7 @@ def simulate(
         if replica.buckets:
             start = max(tokens_in[request] for request in batch)
             for step_number in range(1, longest):
-                elapsed.append(elapsed[-1] + replica_step(replica, size, start + step_number))
+                elapsed.append(elapsed[-1] + replica.engine.decode_step(size, start + step_number))
         else:
             step = replica.steps[size]
             elapsed = [k * step for k in range(longest)]
@@ -416,10 +420,6 @@ def simulate(
             push(events, (done, ~request))
         replica.event_time = time + elapsed[longest - 1]
         push(events, (replica.event_time, replica.index))
-
-    def replica_step(replica: _Replica, size: int, longest: int) -> float:
-        index = min(bisect_left(replica.buckets, longest), len(replica.buckets) - 1)
-        return replica.tables[index][size]
 
     handle = static_batch if static else continuous_step
 
