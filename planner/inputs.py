@@ -85,18 +85,20 @@ def gather(
                 )
             )
             continue
-        longest_request = expected.prompt_tokens.p99 + expected.output_tokens.p99
+        max_output = settings.model.max_output_tokens
+        # Answers past max_output_tokens are an error below or cut there (clip_output_to_max).
+        output_p99 = min(expected.output_tokens.p99, max_output)
+        longest_request = expected.prompt_tokens.p99 + output_p99
         if longest_request > max_model_len:
             problems.append(
                 locate(
                     document,
                     ("regions", name, "prompt_tokens", "p99"),
                     f"a p99 prompt of {expected.prompt_tokens.p99:g} tokens plus a p99 output of "
-                    f"{expected.output_tokens.p99:g} is {longest_request:g} tokens, above the model's "
+                    f"{output_p99:g} is {longest_request:g} tokens, above the model's "
                     f"max_model_len of {max_model_len} in {config_path}: the engine refuses such requests",
                 )
             )
-        max_output = settings.model.max_output_tokens
         for key in ("mean", "p99"):
             value = getattr(expected.output_tokens, key)
             if value > max_output and not forecast.clip_output_to_max:
