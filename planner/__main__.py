@@ -102,7 +102,7 @@ def main(argv: list[str]) -> int:
     console.print(fleet_table(plans, slo, currency))
     console.print(region_table(plans, slo, currency))
     event = inputs.forecast.event
-    for line in notes(plans, slo, currency, event.start, event.end):
+    for line in notes(plans, slo, currency, event.start, event.end, args.max_factor):
         console.print(line, highlight=False, markup=False)
     for line in case_study_lines(inputs.forecast, plans):
         console.print(line, highlight=False, markup=False)

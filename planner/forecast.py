@@ -8,7 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from planner.simulate import LogNormal
 from settings.loader import Document, load_model
@@ -106,10 +114,24 @@ class Forecast(_Model):
     regions: Annotated[dict[RegionName, RegionForecast], Field(min_length=1)]
     # The other regions can take the largest region's traffic (any one region's, in fact) if it is lost.
     survive_region_loss: bool = False
+    # Answers longer than the config's model.max_output_tokens are an error unless this says the engine
+    # may cut them there: the plan (and its cost per million tokens) then counts the tokens it generates.
+    clip_output_to_max: bool = False
     # Load above a region's failover traffic it is sized for: without it a region that takes a lost
     # region's share runs at the knee of its p99 curve, where +2% more load doubles the p99.
     failover_headroom: Annotated[float, Field(ge=0, le=1)] = 0.1
     published: PublishedFleet | None = None
+
+    @field_validator("survive_region_loss")
+    @classmethod
+    def _another_region_to_fail_over_to(cls, survive: bool, info: ValidationInfo) -> bool:
+        regions = info.data.get("regions")
+        if survive and regions is not None and len(regions) < 2:
+            raise ValueError(
+                f"a forecast of one region ({', '.join(regions)}) has no other region to take its "
+                "traffic if it is lost; add the regions that would, or set it to false"
+            )
+        return survive
 
 
 def load_forecast(path: str | Path) -> tuple[Forecast, Document]:

@@ -10,15 +10,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner.buckets import MODEL_JSON, prefill_buckets
+from planner.buckets import MODEL_JSON, decode_buckets, prefill_buckets
 from planner.demand import Demand
 from planner.forecast import Forecast, load_forecast
 from planner.prices import SHIPPED as SHIPPED_PRICES
 from planner.prices import Prices, load_prices
 from planner.profiles import Profile, load_profiles, profile_for
 from planner.simulate import HostGroup
+from settings.instances import INSTANCES
 from settings.loader import ConfigError, load_documents, load_settings, locate
 from settings.schema import FleetConfig, Settings
+from settings.zones import zones_offering
+
+# Where EC2 offers each type, zone by zone (settings/generate_zone_offerings.py writes it).
+ZONE_TABLE = "settings/zone_offerings.py"
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,8 @@ class RegionInputs:
     templates_high: tuple[HostGroup, ...] = ()
     templates_plain: tuple[HostGroup, ...] = ()
     derived: tuple[bool, ...] = ()  # per fleet: its profile was derived per chip, not measured
-    decode_speedups: tuple[float, ...] = ()  # per fleet, from speculative decoding
+    decode_speedups: tuple[float, ...] = ()  # per fleet, from speculative decoding, at its full batch
+    decode_speedups_single: tuple[float, ...] = ()  # ... at batch 1
     profiles: tuple[Profile, ...] = ()
 
 
@@ -63,6 +69,7 @@ def gather(
     profiles = load_profiles(profile_paths)
     prices = load_prices(prices_path)
     buckets = prefill_buckets(engine_settings)
+    generation_buckets = decode_buckets(engine_settings)
     max_num_seqs = settings.model.max_num_seqs
     max_model_len = settings.model.max_model_len
     problems: list[str] = []
@@ -78,25 +85,53 @@ def gather(
                 )
             )
             continue
-        longest_request = expected.prompt_tokens.p99 + expected.output_tokens.p99
+        max_output = settings.model.max_output_tokens
+        # Answers past max_output_tokens are an error below or cut there (clip_output_to_max).
+        output_p99 = min(expected.output_tokens.p99, max_output)
+        longest_request = expected.prompt_tokens.p99 + output_p99
         if longest_request > max_model_len:
             problems.append(
                 locate(
                     document,
                     ("regions", name, "prompt_tokens", "p99"),
                     f"a p99 prompt of {expected.prompt_tokens.p99:g} tokens plus a p99 output of "
-                    f"{expected.output_tokens.p99:g} is {longest_request:g} tokens, above the model's "
+                    f"{output_p99:g} is {longest_request:g} tokens, above the model's "
                     f"max_model_len of {max_model_len} in {config_path}: the engine refuses such requests",
                 )
             )
+        for key in ("mean", "p99"):
+            value = getattr(expected.output_tokens, key)
+            if value > max_output and not forecast.clip_output_to_max:
+                problems.append(
+                    locate(
+                        document,
+                        ("regions", name, "output_tokens", key),
+                        f"{value:g} tokens is above the model's max_output_tokens of {max_output} in "
+                        f"{config_path}: the engine stops every answer there, so neither the simulation "
+                        "nor the cost per million tokens would see these tokens; lower it, raise "
+                        "max_output_tokens, or set `clip_output_to_max: true` in the forecast to plan "
+                        f"answers cut at {max_output} tokens",
+                    )
+                )
         templates, prefill_rates, hourly = [], [], []
-        lows, highs, plains, derived, speedups, used = [], [], [], [], [], []
+        lows, highs, plains, derived, speedups, singles, used = [], [], [], [], [], [], []
         for index, fleet in enumerate(region.fleets):
             where = _fleet_line(config_path, name, index)
+            if not _offered(name, fleet.instance_type):
+                listed = sorted(_listed_types(name))
+                problems.append(
+                    f"{where}: EC2 does not offer {fleet.instance_type} in {name} (the zone table "
+                    f"{ZONE_TABLE} lists no zone of {name} for it"
+                    + (f"; it lists {', '.join(listed)} there" if listed else "")
+                    + "): no host of this fleet can be ordered there; plan a type the region offers"
+                )
+                continue
             price = prices.hourly(name, fleet.instance_type)
             profile = profile_for(profiles, fleet.instance_type, fleet.tensor_parallel)
             try:
-                engine = profile.engine(max_num_seqs, max_model_len, buckets)
+                engine = profile.engine(
+                    max_num_seqs, max_model_len, buckets, decode_buckets=generation_buckets
+                )
             except ValueError as error:
                 problems.append(
                     f"{where}: no performance profile for {fleet.instance_type} at tensor_parallel "
@@ -119,7 +154,9 @@ def gather(
                 into.append(
                     HostGroup(
                         fleet.instance_type,
-                        profile.engine(max_num_seqs, max_model_len, buckets, speed),
+                        profile.engine(
+                            max_num_seqs, max_model_len, buckets, speed, decode_buckets=generation_buckets
+                        ),
                         replicas,
                         0,
                     )
@@ -127,13 +164,20 @@ def gather(
             plains.append(
                 HostGroup(
                     fleet.instance_type,
-                    profile.engine(max_num_seqs, max_model_len, buckets, speculative=False),
+                    profile.engine(
+                        max_num_seqs,
+                        max_model_len,
+                        buckets,
+                        speculative=False,
+                        decode_buckets=generation_buckets,
+                    ),
                     replicas,
                     0,
                 )
             )
             derived.append(profile.derived)
-            speedups.append(profile.speculative.decode_speedup if profile.speculative else 1.0)
+            speedups.append(profile.decode_speedup(engine.max_num_seqs))
+            singles.append(profile.decode_speedup(1))
             used.append(profile)
             prefill_rates.append(profile.prefill_tokens_per_second)
             hourly.append(price)
@@ -153,11 +197,14 @@ def gather(
                 )
         if len(templates) != len(region.fleets):
             continue
+        output = expected.output_tokens.distribution()
         demand = Demand(
             prompt=expected.prompt_tokens.distribution(),
-            output=expected.output_tokens.distribution(),
+            output=output,
             prompt_mean=expected.prompt_tokens.mean,
-            output_mean=expected.output_tokens.mean,
+            # The tokens the engine generates: answers stop at max_output_tokens (a share of the tail
+            # only, unless the forecast clips on purpose), and the cost per million tokens counts these.
+            output_mean=output.capped_mean(settings.model.max_output_tokens),
             max_prompt=settings.model.max_model_len - 1,
             max_output=settings.model.max_output_tokens,
         )
@@ -176,12 +223,24 @@ def gather(
                 templates_plain=tuple(plains) if any(s != 1.0 for s in speedups) else tuple(templates),
                 derived=tuple(derived),
                 decode_speedups=tuple(speedups),
+                decode_speedups_single=tuple(singles),
                 profiles=tuple(used),
             )
         )
     if problems:
         raise ConfigError("\n".join(problems))
     return PlanInputs(forecast, settings, Path(config_path), prices, tuple(regions))
+
+
+def _offered(region: str, instance_type: str) -> bool:
+    """Whether EC2 offers the type in the region: by the zone table, or by the instance catalog where the
+    table has no data for the region."""
+    zones = zones_offering(region, instance_type)
+    return bool(zones) if zones is not None else INSTANCES[instance_type].offered_in(region)
+
+
+def _listed_types(region: str) -> set[str]:
+    return {name for name in INSTANCES if zones_offering(region, name)}
 
 
 def _fleet_line(config_path: str | Path, region: str, index: int) -> str:

@@ -56,6 +56,7 @@ class Sized:
     slice_counts: tuple[int, ...]  # the hosts the verification simulated
     knee: float = 0.0  # requests/s at which this fleet's p99 crosses the SLO
     fast: bool = False  # sized by scaling the slice's knee rather than by searching this fleet
+    slice_knee: float = 0.0  # requests/s at which the slice's p99 crosses the SLO (knee = this / share)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,9 @@ def nominal_capacity(groups: Sequence[HostGroup], demand: Demand) -> float:
     return sum(
         group.count
         * group.replicas
-        * group.engine.requests_per_second(demand.prefill_mean(group.engine), demand.output_mean)
+        * group.engine.requests_per_second(
+            demand.prefill_mean(group.engine), demand.output_mean, demand.full_batch_step(group.engine)
+        )
         for group in groups
     )
 
@@ -233,11 +236,37 @@ def knee_of(
     on_simulation: Callable[[], None] | None = None,
 ) -> float:
     """Requests per second at which the fleet's p99 TTFT crosses search.slo_ms (slice-simulated above
-    search.slice_hosts hosts): the load it holds the SLO to, for the margins the report prints."""
+    search.slice_hosts hosts): the load it holds the SLO to, for the margins the report prints. Measured
+    as the plan measures it: bisected in `seconds` (default the search's window), then confirmed over
+    search.verify_seconds when that is longer (and `seconds` is not given)."""
     part, share = slice_of(groups, search.slice_hosts, demand)
     runs = _Runs(demand, search, on_simulation)
-    knee, _ = _knee(part, runs, seconds or search.window_seconds, search.seed if seed is None else seed, None)
+    window = seconds or search.window_seconds
+    verify = search.verify_seconds if seconds is None and search.verify_seconds > window else None
+    knee, _ = _knee(part, runs, window, search.seed if seed is None else seed, verify)
     return knee / share
+
+
+def _slice_knee(part: Sequence[HostGroup], runs: _Runs, knees: Knees) -> tuple[float, float]:
+    """The slice's knee and the p99 there, bisected in the search's window and confirmed over its
+    verification window: one measurement for the fast path and the direct search alike, found once per
+    slice, demand, SLO and seed and shared by every region of that shape."""
+    search = runs.search
+    verify = search.verify_seconds if search.verify_seconds > search.window_seconds else None
+    key = (
+        tuple(part),
+        runs.demand,
+        search.slo_ms,
+        search.window_seconds,
+        verify,
+        search.seed,
+        search.balancer,
+    )
+    found = knees.get(key)
+    if found is None:
+        found = _knee(part, runs, search.window_seconds, search.seed, verify)
+        knees.put(key, *found)
+    return found
 
 
 def _slice_counts(total: int, mix: Sequence[float], limit: int) -> tuple[int, ...]:
@@ -276,7 +305,7 @@ def size_region(
         sized = _scaled(templates, mix, demand, rate, search, bound, runs, knees, measure)
         if sized is not None:
             return sized
-    return _direct(templates, mix, demand, rate, search, bound, runs)
+    return _direct(templates, mix, demand, rate, search, bound, runs, knees)
 
 
 def _scaled(
@@ -297,12 +326,7 @@ def _scaled(
     ):
         return None
     part = _groups(templates, shape)
-    verify = search.verify_seconds if search.verify_seconds > search.window_seconds else None
-    key = (tuple(part), demand, search.slo_ms, search.window_seconds, verify, search.seed, search.balancer)
-    found = knees.get(key)
-    if found is None:
-        found = _knee(part, runs, search.window_seconds, search.seed, verify)
-        knees.put(key, *found)
+    found = _slice_knee(part, runs, knees)
     knee = found[0]
     # The fleet meets the SLO while rate x share <= knee, share = capacity(part) / capacity(fleet).
     needed = rate * nominal_capacity(part, demand) / knee
@@ -322,7 +346,7 @@ def _scaled(
     # The knee's own p99 (over the peak hour when verified) bounds this fleet's: its slice runs at or
     # just below the knee's rate.
     p99 = found[1] if measure else 0.0
-    return Sized(total, counts, p99, runs.simulated, runs.simulations, shape, knee / share, True)
+    return Sized(total, counts, p99, runs.simulated, runs.simulations, shape, knee / share, True, knee)
 
 
 def _direct(
@@ -333,6 +357,7 @@ def _direct(
     search: Search,
     bound: int,
     runs: _Runs,
+    knees: Knees,
 ) -> Sized:
     def p99(total: int, seconds: float) -> tuple[float, tuple[int, ...]]:
         part, share = slice_of(_groups(templates, fleet_counts(total, mix)), search.slice_hosts, demand)
@@ -362,9 +387,19 @@ def _direct(
             counts = fleet_counts(candidate, mix)
             fleet = _groups(templates, counts)
             part, share = slice_of(fleet, search.slice_hosts, demand)
-            knee, _ = _knee(part, runs, search.window_seconds, search.seed, None)
+            # "SLO crossed at" as the fast path measures it (confirmed over the verification window),
+            # so the two modes print the same margin for the same fleet.
+            knee, _ = _slice_knee(part, runs, knees)
             return Sized(
-                candidate, counts, measured, runs.simulated, runs.simulations, slice_counts, knee / share
+                candidate,
+                counts,
+                measured,
+                runs.simulated,
+                runs.simulations,
+                slice_counts,
+                knee / share,
+                False,
+                knee,
             )
         candidate = max(candidate + 1, math.ceil(candidate * 1.02))
     raise PlanError(
@@ -383,7 +418,8 @@ class FleetPlan:
     hosts_high: int = 0  # ... at its low end
     traffic_share: float = 0.0  # the region's requests it serves (its share of the capacity, under LOR)
     derived_profile: bool = False  # its profile was scaled per chip from another type or TP degree
-    decode_speedup: float = 1.0  # from speculative decoding in its profile
+    decode_speedup: float = 1.0  # from speculative decoding in its profile, at its full batch
+    decode_speedup_single: float = 1.0  # ... at batch 1
 
     @property
     def cost_per_hour(self) -> float:
@@ -537,6 +573,7 @@ def _plan_region(
             traffic_share=nominal_capacity([template.with_count(count)], region.demand) / capacity,
             derived_profile=region.derived[index],
             decode_speedup=region.decode_speedups[index],
+            decode_speedup_single=region.decode_speedups_single[index],
         )
         for index, (fleet, count, price, template) in enumerate(
             zip(region.fleets, hosts, region.hourly_prices, region.templates, strict=True)

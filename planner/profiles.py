@@ -41,7 +41,17 @@ class Speculative(BaseModel):
 
     With `draft_tokens` k proposed per step and each accepted with probability `acceptance` a, a step
     yields (1 - a^(k+1)) / (1 - a) tokens on average (Leviathan et al. 2023, "Fast Inference from
-    Transformers via Speculative Decoding", eq. 1); drafting costs k x `draft_cost` of a target step."""
+    Transformers via Speculative Decoding", eq. 1); drafting costs k x `draft_cost` of a target step
+    (their cost coefficient c, Theorem 3.8: speed-up = tokens per step / (1 + k c)).
+
+    That speed-up assumes the target verifies k + 1 tokens per sequence in the time of one decode step,
+    which holds while the step is memory-bound (it streams the weights and the KV cache once, however
+    many tokens it scores). A batch of b sequences verifies b (k + 1) tokens; once their compute outlasts
+    the memory-bound step, the verification costs their compute instead (the roofline). The profile's
+    prefill rate is the replica's measured compute per token, so a verification step takes
+    max(step(b), b (k + 1) / prefill rate): at batch 1 the ratio above, at batch 32 much less
+    (`speedup`; the batch-dependence of speculation is measured in Su et al. 2023, "The Synergy of
+    Speculative Decoding and Batching in Serving Large Language Models", arXiv 2310.18813)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -54,9 +64,14 @@ class Speculative(BaseModel):
         a, k = self.acceptance, self.draft_tokens
         return (1 - a ** (k + 1)) / (1 - a)
 
-    @property
-    def decode_speedup(self) -> float:
-        return self.tokens_per_step / (1 + self.draft_tokens * self.draft_cost)
+    def token_ms(self, step_ms: float, batch: int, prefill_tokens_per_second: float) -> float:
+        """Milliseconds per generated token of each sequence in a batch whose plain decode step takes
+        `step_ms`: drafting plus the verification step, over the tokens a step yields."""
+        verify = max(step_ms, batch * (self.draft_tokens + 1) / prefill_tokens_per_second * 1000)
+        return (verify + self.draft_tokens * self.draft_cost * step_ms) / self.tokens_per_step
+
+    def speedup(self, step_ms: float, batch: int, prefill_tokens_per_second: float) -> float:
+        return step_ms / self.token_ms(step_ms, batch, prefill_tokens_per_second)
 
 
 class Profile(BaseModel):
@@ -80,6 +95,10 @@ class Profile(BaseModel):
     # Share of HBM left for weights and KV cache (activations, graphs and buffers take the rest).
     usable_hbm_share: Annotated[float, Field(gt=0, le=1)] = 0.9
     derived: bool = False  # true: scaled per chip from another profile, not measured on this type
+    # The context (tokens per sequence its attention reads) at which decode_step_ms holds; decode buckets
+    # move the step from there (`step_ms_at`). Default: the shipped estimates' basis, sequences of ~1,150
+    # tokens (the example forecast's 900 prompt + 250 output tokens). A measured profile sets its own.
+    decode_context_tokens: Annotated[int, Field(gt=0)] = 1150
 
     @field_validator("instance_type")
     @classmethod
@@ -115,6 +134,26 @@ class Profile(BaseModel):
         (b0, s0), (b1, s1) = points[-2], points[-1]
         return s1 + (s1 - s0) * (batch - b1) / (b1 - b0)
 
+    def kv_ms_per_token(self) -> float:
+        """Milliseconds a decode step spends per sequence per token of context: reading its KV cache.
+
+        A decode step at batch 1 is memory-bound, streaming the weights once; reading KV cache goes at the
+        same bandwidth, so a token's KV bytes cost step_ms(1) x kv_bytes_per_token / weight bytes."""
+        return self.step_ms(1) * self.kv_bytes_per_token / (self.weights_gib * 2**30)
+
+    def step_ms_at(self, batch: int, context: int) -> float:
+        """The decode step of `batch` sequences whose attention spans `context` tokens each (a decode
+        bucket's length): decode_step_ms, plus or minus the KV-cache reads between context and
+        decode_context_tokens. Never below the batch-1 step's weight reads."""
+        moved = self.step_ms(batch) + batch * (context - self.decode_context_tokens) * self.kv_ms_per_token()
+        return max(moved, self.step_ms(1) - self.decode_context_tokens * self.kv_ms_per_token())
+
+    def decode_speedup(self, batch: int) -> float:
+        """Speculative decoding's speed-up at a batch size (1.0 without it), at decode_context_tokens."""
+        if self.speculative is None:
+            return 1.0
+        return self.speculative.speedup(self.step_ms(batch), batch, self.prefill_tokens_per_second)
+
     def kv_cache_sequences(self, max_model_len: int) -> int:
         """Sequences of max_model_len tokens the replica's KV cache holds beside the weights.
 
@@ -133,13 +172,14 @@ class Profile(BaseModel):
         prefill_buckets: tuple[int, ...] = (),
         speed: float = 1.0,
         speculative: bool = True,
+        decode_buckets: tuple[int, ...] = (),
     ) -> Engine:
         """The replica as the simulation sees it, at the batch limit the deployed engine runs with.
 
         max_model_len: cap the batch at what the KV cache holds when that is lower than max_num_seqs.
-        prefill_buckets: the context buckets the engine is compiled for (planner/buckets.py).
+        prefill_buckets, decode_buckets: the buckets the engine is compiled for (planner/buckets.py).
         speed: a throughput factor, e.g. throughput_range.low for the pessimistic plan.
-        speculative: apply the profile's speculative decoding (if any)."""
+        speculative: apply the profile's speculative decoding (if any), per batch size and bucket."""
         batch = max_num_seqs
         if max_model_len is not None:
             batch = min(batch, self.kv_cache_sequences(max_model_len))
@@ -148,9 +188,26 @@ class Profile(BaseModel):
                     f"{self.instance_type} at TP {self.tensor_parallel}: the weights leave no KV cache "
                     f"for a {max_model_len}-token sequence"
                 )
-        decode = speed * (self.speculative.decode_speedup if speculative and self.speculative else 1.0)
-        steps = tuple(self.step_ms(size) / 1000 / decode for size in range(1, batch + 1))
-        return Engine(self.prefill_tokens_per_second * speed, (0.0, *steps), tuple(prefill_buckets))
+        draft = self.speculative if speculative else None
+
+        def seconds(step_ms: float, size: int) -> float:
+            if draft is not None:
+                step_ms = draft.token_ms(step_ms, size, self.prefill_tokens_per_second)
+            return step_ms / 1000 / speed
+
+        sizes = range(1, batch + 1)
+        steps = tuple(seconds(self.step_ms(size), size) for size in sizes)
+        tables = tuple(
+            (0.0, *(seconds(self.step_ms_at(size, bucket), size) for size in sizes))
+            for bucket in decode_buckets
+        )
+        return Engine(
+            self.prefill_tokens_per_second * speed,
+            (0.0, *steps),
+            tuple(prefill_buckets),
+            tuple(decode_buckets),
+            tables,
+        )
 
     def per_chip(self, instance_type: str, tensor_parallel: int) -> Profile:
         """This profile scaled to another type and TP degree: prefill with the chips' compute and decode

@@ -116,10 +116,16 @@ def region_table(plans: Sequence[RegionPlan], slo_ms: float, currency: str) -> T
 
 
 def notes(
-    plans: Sequence[RegionPlan], slo_ms: float, currency: str, start: datetime, end: datetime
+    plans: Sequence[RegionPlan],
+    slo_ms: float,
+    currency: str,
+    start: datetime,
+    end: datetime,
+    max_factor: float = 1.5,
 ) -> list[str]:
-    """The lines under the tables: why p99 sits below the SLO, the ranges, the event's cost, the premium
-    for surviving a region's loss, speculative decoding's effect and the derived profiles."""
+    """The lines under the tables: why p99 sits below the SLO, the basis of the cost and of the event's
+    max, whose knee each region's margin rests on, the ranges, the event's cost, the premium for
+    surviving a region's loss, speculative decoding's effect and the derived profiles."""
     lines = [
         f"p99 TTFT (over the full peak hour, at the load a region is sized for) sits below the {slo_ms:g} "
         "ms SLO, often well below, and still the margin is thin: continuous batching holds p99 nearly flat "
@@ -128,6 +134,7 @@ def notes(
         "load, in normal operation and after the worst region loss. `make plan-plot` draws the curve "
         "(docs/planner-ttft-vs-load.png).",
     ]
+    lines += basis_lines(plans, currency, max_factor)
     hours = (end - start).total_seconds() / 3600
     cost = sum(p.cost_per_hour for p in plans)
     low = sum(p.cost_range[0] for p in plans)
@@ -151,7 +158,15 @@ def notes(
     )
     speculative = [(p, f) for p in plans for f in p.fleets if f.decode_speedup != 1.0]
     if speculative:
-        parts = ", ".join(sorted({f"{f.instance_type} x{f.decode_speedup:.2f}" for _, f in speculative}))
+        parts = ", ".join(
+            sorted(
+                {
+                    f"{f.instance_type} x{f.decode_speedup:.2f} at a full batch "
+                    f"(x{f.decode_speedup_single:.2f} at batch 1)"
+                    for _, f in speculative
+                }
+            )
+        )
         saved = [
             f"{p.region} {p.hosts:,} instead of {p.hosts_without_speculative:,}"
             for p in plans
@@ -163,6 +178,47 @@ def notes(
         lines.append(
             f"Derived profiles ({', '.join(derived)}): scaled per chip from a shipped profile, not measured; "
             "measure with `make bench-serving PROFILE_OUT=file` and pass `PROFILE=file`."
+        )
+    return lines
+
+
+def basis_lines(plans: Sequence[RegionPlan], currency: str, max_factor: float) -> list[str]:
+    """What the figures are measured against: the cost per million tokens at the peak, the event's max
+    by rule, and the knee each region's "SLO crossed at" comes from (shared where regions are alike)."""
+    lines = [
+        f"Cost basis: {currency}/hour is the minimum fleet, held for the whole event; {currency}/M tokens "
+        "divides it by the tokens served in an hour at the forecast's peak (normal operation), so it is the "
+        "cost at the peak: averaged over an event whose traffic runs below its peak, the same hosts serve "
+        "fewer tokens and a million of them costs more (twice as much at an average of half the peak).",
+        f"Event max: {max_factor:g} x the minimum, rounded up (--max-factor), never below the config's max: "
+        "room for managed scaling past the forecast, set by that rule, not simulated.",
+    ]
+    groups: dict[tuple[object, ...], list[RegionPlan]] = {}
+    for plan in plans:
+        if not plan.sized.slice_knee:
+            continue
+        shape = (
+            tuple(f.instance_type for f in plan.fleets),
+            plan.sized.slice_counts,
+            plan.sized.slice_knee,
+            plan.prompt_tokens,
+            plan.output_tokens,
+        )
+        groups.setdefault(shape, []).append(plan)
+    for (types, counts, knee, *_), alike in groups.items():
+        hosts = " + ".join(f"{count} {kind}" for count, kind in zip(counts, types, strict=True))
+        names = ", ".join(plan.region for plan in alike)
+        lines.append(
+            f"SLO crossed at ({names}): the p99 TTFT of a {hosts} slice crosses the SLO at "
+            f"{knee:,.1f} requests/s (bisected over ten-minute windows, confirmed over the peak hour, "
+            "the same in the fast path and --direct); each region's figure is that knee over the slice's "
+            "share of the region's capacity"
+            + (
+                ", so regions sized to the same design rule show the same headroom by construction"
+                if len(alike) > 1
+                else ""
+            )
+            + "."
         )
     return lines
 

@@ -6,11 +6,14 @@ continuous batching (a new sequence joins the running batch at the next decode s
 and waiting prompts are prefilled before decoding resumes) or static batching (a batch runs until its
 longest sequence ends before the next one starts). Events are batched: a replica decoding a fixed batch
 is not stepped token by token; it jumps to its next completion, or to the first step boundary after an
-arrival it could admit, so the cost is a few heap operations per request, not per token.
+arrival it could admit, so the cost is a few heap operations per request, not per token. With decode
+buckets (Engine) a replica also stops where its longest sequence outgrows its bucket, as its step changes
+there.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import deque
@@ -84,6 +87,15 @@ class LogNormal:
         tail = mean * (shifted.cdf(cap) - shifted.cdf(last)) + cap * (1 - self.cdf(cap))
         return total + tail
 
+    def capped_mean(self, cap: float) -> float:
+        """Mean of min(X, cap): the tokens an engine generates when it stops every answer at cap.
+
+        E[min(X, c)] = E[X; X <= c] + c P(X > c), and E[X; X <= c] = mean x P(Y <= c) for Y lognormal
+        with mu + sigma^2 (the first-moment distribution of a lognormal)."""
+        mean = math.exp(self.mu + self.sigma * self.sigma / 2)
+        shifted = LogNormal(self.mu + self.sigma * self.sigma, self.sigma)
+        return mean * shifted.cdf(cap) + cap * (1 - self.cdf(cap))
+
     def draw(self, rng: np.random.Generator, size: int, cap: int) -> np.ndarray:
         """Whole tokens, at least 1 and at most cap (the engine's limit)."""
         values = (
@@ -97,11 +109,25 @@ class Engine:
     """One engine replica's speed: prefill throughput and decode step time by batch size.
 
     With `prefill_buckets`, a prompt is prefilled at the length of the smallest bucket that holds it, as a
-    Neuron engine runs the context-encoding graph compiled for that bucket (the padding is work too)."""
+    Neuron engine runs the context-encoding graph compiled for that bucket (the padding is work too).
+
+    With `decode_buckets`, a decode step runs the token-generation graph of the smallest bucket holding the
+    batch's longest context, and every sequence's attention spans that bucket: NxD Inference picks, per
+    sequence, the smallest bucket above its position and runs the whole batch at the largest of those
+    (neuronx-distributed-inference, modules/autobucketing.py, `generation_model_bk`). The step time is then
+    `decode_step_by_bucket[bucket index][batch size]`; past the largest bucket, the largest one's."""
 
     prefill_tokens_per_second: float
     decode_step_seconds: tuple[float, ...]  # index = sequences in the batch (0 unused), 1..max_num_seqs
     prefill_buckets: tuple[int, ...] = ()  # ascending; empty: prompts are prefilled at their own length
+    decode_buckets: tuple[int, ...] = ()  # ascending; empty: decode_step_seconds at every length
+    decode_step_by_bucket: tuple[tuple[float, ...], ...] = ()  # per decode bucket, as decode_step_seconds
+
+    def __post_init__(self) -> None:
+        if len(self.decode_step_by_bucket) != len(self.decode_buckets):
+            raise ValueError("decode_step_by_bucket needs one step table per decode bucket")
+        if any(len(table) != len(self.decode_step_seconds) for table in self.decode_step_by_bucket):
+            raise ValueError("every decode bucket's step table covers the same batch sizes")
 
     def padded(self, prompt_tokens: np.ndarray) -> np.ndarray:
         """The tokens each prompt is prefilled at: its bucket, or itself past the largest bucket."""
@@ -112,15 +138,29 @@ class Engine:
         inside = index < len(buckets)
         return np.where(inside, buckets[np.minimum(index, len(buckets) - 1)], prompt_tokens)
 
+    def decode_step(self, batch: int, longest: int) -> float:
+        """Seconds of one decode step of `batch` sequences whose longest context is `longest` tokens after
+        the step (its prompt, the tokens generated so far and the one being generated)."""
+        if not self.decode_buckets:
+            return self.decode_step_seconds[batch]
+        index = min(bisect.bisect_left(self.decode_buckets, longest), len(self.decode_buckets) - 1)
+        return self.decode_step_by_bucket[index][batch]
+
     @property
     def max_num_seqs(self) -> int:
         return len(self.decode_step_seconds) - 1
 
-    def requests_per_second(self, prompt_mean: float, output_mean: float) -> float:
-        """Throughput bound of a full batch: the nominal capacity used to size a search and a slice."""
+    def requests_per_second(
+        self, prompt_mean: float, output_mean: float, full_batch_step: float | None = None
+    ) -> float:
+        """Throughput bound of a full batch: the nominal capacity used to size a search and a slice.
+
+        full_batch_step: the mean decode step of a full batch, where it depends on the decode buckets the
+        requests reach (planner.demand.Demand.full_batch_step); default: the step without buckets."""
         full = self.max_num_seqs
+        step = self.decode_step_seconds[full] if full_batch_step is None else full_batch_step
         per_request = prompt_mean / self.prefill_tokens_per_second
-        per_request += max(output_mean - 1, 0) * self.decode_step_seconds[full] / full
+        per_request += max(output_mean - 1, 0) * step / full
         return 1 / per_request
 
 
@@ -196,20 +236,24 @@ class Outcome:
 
 class _Replica:
     __slots__ = (
+        "buckets",
         "busy",
         "cap",
         "decode_start",
         "decoding",
+        "engine",
         "event_time",
         "host",
         "index",
         "inv_prefill",
+        "longest_offset",
         "outstanding",
         "prompt",
         "queue",
         "running",
         "step",
         "steps",
+        "tables",
         "tokens",
     )
 
@@ -218,7 +262,13 @@ class _Replica:
         self.prompt = prompt  # tokens each request is prefilled at on this engine (bucket-padded)
         self.host = host
         self.inv_prefill = 1.0 / engine.prefill_tokens_per_second
+        self.engine = engine
         self.steps = engine.decode_step_seconds
+        # Decode buckets: the step tables per bucket, and the longest running sequence's context less the
+        # replica's step count (a running sequence's context grows by one with every step).
+        self.buckets = list(engine.decode_buckets)
+        self.tables = engine.decode_step_by_bucket
+        self.longest_offset = -(1 << 62)
         self.cap = engine.max_num_seqs
         self.queue: deque[int] = deque()
         self.running: list[tuple[int, int]] = []  # heap of (token count at which it ends, request)
@@ -265,7 +315,9 @@ def simulate(
 
     arrival = requests.arrival.tolist()
     output = requests.output.tolist()
+    tokens_in = requests.prompt.tolist()  # the prompt as the KV cache holds it (decode buckets)
     count = len(arrival)
+    offset = [0] * count  # decode buckets: a running request's context less its replica's step count
     ttft = [0.0] * count
     finish = [0.0] * count
     served_by = [0] * count
@@ -274,6 +326,7 @@ def simulate(
     # (time, key): key >= 0 is a replica's next step; key < 0 is request ~key ending (static batching only).
     events: list[tuple[float, int]] = []
     push, pop = heapq.heappush, heapq.heappop
+    bisect_left = bisect.bisect_left
     static = batching is Batching.STATIC
 
     def continuous_step(replica: _Replica, now: float) -> None:
@@ -284,11 +337,15 @@ def simulate(
         tokens = replica.tokens
         if running and running[0][0] <= tokens:
             host = replica.host
+            longest_left = False
             while running and running[0][0] <= tokens:
                 request = pop(running)[1]
                 finish[request] = now
                 host_out[host] -= 1
                 replica.outstanding -= 1
+                longest_left = longest_left or offset[request] == replica.longest_offset
+            if longest_left and replica.buckets:
+                replica.longest_offset = max((offset[r] for _, r in running), default=-(1 << 62))
         queue = replica.queue
         free = replica.cap - len(running)
         if queue and free > 0:
@@ -301,14 +358,33 @@ def simulate(
                 time += prompt[request] * inv_prefill
                 ttft[request] = time - arrival[request]
                 push(running, (tokens + output[request] - 1, request))
+                if replica.buckets:
+                    # Its context after the replica's next step: the prompt, the first token, the next.
+                    offset[request] = tokens_in[request] + 1 - tokens
+                    if offset[request] > replica.longest_offset:
+                        replica.longest_offset = offset[request]
             replica.event_time = time
             push(events, (time, replica.index))
         elif running:
-            step = replica.steps[len(running)]
+            steps = running[0][0] - tokens  # to the next completion
+            buckets = replica.buckets
+            if buckets:
+                longest = tokens + replica.longest_offset
+                index = bisect_left(buckets, longest)
+                if index < len(buckets):
+                    # The batch runs at this bucket until its longest context outgrows it.
+                    room = buckets[index] - longest + 1
+                    if room < steps:
+                        steps = room
+                else:
+                    index = len(buckets) - 1
+                step = replica.tables[index][len(running)]
+            else:
+                step = replica.steps[len(running)]
             replica.decoding = True
             replica.decode_start = now
             replica.step = step
-            time = now + (running[0][0] - tokens) * step
+            time = now + steps * step
             replica.event_time = time
             push(events, (time, replica.index))
         else:
@@ -327,14 +403,22 @@ def simulate(
         for request in batch:
             time += replica.prompt[request] * replica.inv_prefill
             ttft[request] = time - arrival[request]
-        step = replica.steps[size]  # a static batch steps at its full size until its longest sequence ends
-        longest = 0
+        longest = max(output[request] for request in batch)
+        # A static batch steps at its full size until its longest sequence ends; with decode buckets, at
+        # the bucket of its longest context, which grows by one per step: elapsed[k] = time after k steps.
+        elapsed = [0.0]
+        if replica.buckets:
+            start = max(tokens_in[request] for request in batch)
+            for step_number in range(1, longest):
+                elapsed.append(elapsed[-1] + replica.engine.decode_step(size, start + step_number))
+        else:
+            step = replica.steps[size]
+            elapsed = [k * step for k in range(longest)]
         for request in batch:
-            done = time + (output[request] - 1) * step
+            done = time + elapsed[output[request] - 1]
             finish[request] = done
             push(events, (done, ~request))
-            longest = max(longest, output[request])
-        replica.event_time = time + (longest - 1) * step
+        replica.event_time = time + elapsed[longest - 1]
         push(events, (replica.event_time, replica.index))
 
     handle = static_batch if static else continuous_step

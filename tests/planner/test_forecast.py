@@ -78,6 +78,11 @@ BAD_FORECASTS = [
         id="bad-event-name",
     ),
     pytest.param(
+        SMALL_FORECAST[: SMALL_FORECAST.index("  us-west-2:")] + "survive_region_loss: true\n",
+        ["forecast.yaml:8", "survive_region_loss", "one region (us-east-1) has no other region"],
+        id="region-loss-with-one-region",
+    ),
+    pytest.param(
         SMALL_FORECAST.replace("slo: {ttft_p99_ms: 1000}\n", ""),
         ["slo", "required key is missing"],
         id="no-slo",

@@ -145,3 +145,60 @@ def test_inputs_keep_the_configs_mix_and_replicas(write) -> None:
 def test_missing_engine_settings_are_named(write, tmp_path) -> None:
     message = gather_error(write(SMALL_FORECAST), DEFAULT, engine_settings=tmp_path / "model.json")
     assert "model.json: engine settings file not found" in message
+
+
+def test_decode_buckets_are_read_from_the_containers_engine_settings(write, tmp_path) -> None:
+    shipped = gather(write(SMALL_FORECAST), DEFAULT)
+    engine = shipped.regions[0].templates[0].engine
+    assert engine.decode_buckets == (1024, 2048, 4096, 8192)
+    assert engine.decode_step(32, 3000) > engine.decode_step(32, 1500)  # the 4,096 bucket reads more
+    settings = json.loads(MODEL_JSON.read_text())
+    settings["additional_config"]["override_neuron_config"]["token_generation_buckets"] = [8192]
+    other = tmp_path / "model.json"
+    other.write_text(json.dumps(settings))
+    inputs = gather(write(SMALL_FORECAST), DEFAULT, engine_settings=other)
+    assert inputs.regions[0].templates[0].engine.decode_buckets == (8192,)
+
+
+def test_answers_longer_than_max_output_tokens_are_refused_with_their_line(write) -> None:
+    long = SMALL_FORECAST.replace("{mean: 250, p99: 900}", "{mean: 1500, p99: 4000}", 1)
+    message = gather_error(write(long), DEFAULT)
+    assert "forecast.yaml:7: regions.us-east-1.output_tokens.mean: 1500 tokens is above" in message
+    assert "forecast.yaml:7: regions.us-east-1.output_tokens.p99: 4000 tokens is above" in message
+    assert "max_output_tokens of 1024" in message and "clip_output_to_max: true" in message
+    only_tail = SMALL_FORECAST.replace("{mean: 250, p99: 900}", "{mean: 600, p99: 2000}", 1)
+    message = gather_error(write(only_tail), DEFAULT)
+    assert "output_tokens.p99: 2000 tokens is above" in message and "output_tokens.mean" not in message
+
+
+def test_clipping_on_purpose_plans_and_costs_the_clipped_tokens(write) -> None:
+    """With clip_output_to_max, a mean of 1,500 against the 1,024 cap: the engine generates the clipped
+    mean, and the cost per million tokens divides by those, not by 1,500."""
+    # A p99 prompt of 3,000 + a p99 answer of 7,000 is over max_model_len, but answers stop at 1,024.
+    text = SMALL_FORECAST.replace("{mean: 250, p99: 900}", "{mean: 1500, p99: 7000}", 1)
+    inputs = gather(write(text + "clip_output_to_max: true\n"), DEFAULT)
+    east = inputs.regions[0].demand
+    assert east.output_mean == pytest.approx(east.output.capped_mean(1024))
+    assert east.output_mean < 0.75 * 1500
+    # An answer within the cap keeps nearly the forecast's mean (its tail past 1,024 is cut: -0.6%).
+    assert inputs.regions[1].demand.output_mean == pytest.approx(250, rel=0.01)
+
+
+def test_a_type_a_region_does_not_offer_is_named_with_the_zone_table(write) -> None:
+    """trn1 in eu-west-1: EC2 has no zone offering it; the error says so, not 'no price'."""
+    config = write(
+        f"""\
+        base: {DEFAULT}
+        regions:
+          eu-west-1:
+            weight: 10
+            fleets:
+              - {{instance_type: trn1.32xlarge, tensor_parallel: 8, min: 1, max: 4}}
+        """,
+        "eu.yaml",
+    )
+    message = gather_error(write(SMALL_FORECAST.replace("us-west-2", "eu-west-1")), config)
+    assert "eu.yaml:6: regions.eu-west-1.fleets[instance_type=trn1.32xlarge]" in message
+    assert "EC2 does not offer trn1.32xlarge in eu-west-1" in message
+    assert "settings/zone_offerings.py" in message and "inf2.48xlarge" in message
+    assert "no price" not in message

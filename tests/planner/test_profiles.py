@@ -84,7 +84,8 @@ def test_speculative_decoding_speeds_decode_by_the_expected_accepted_tokens() ->
     text = MEASURED + "speculative: {draft_tokens: 4, acceptance: 0.7, draft_cost: 0.05}\n"
     profile = Profile.model_validate(yaml.safe_load(text))
     expected_tokens = (1 - 0.7**5) / (1 - 0.7)  # Leviathan et al. 2023, eq. 1
-    assert profile.speculative.decode_speedup == pytest.approx(expected_tokens / 1.2)
+    # At batch 8 verifying 5 tokens a sequence (40 at 12,000 tokens/s: 3.3 ms) hides in the 7.4 ms step.
+    assert profile.decode_speedup(8) == pytest.approx(expected_tokens / 1.2)
     faster, plain = profile.engine(16), profile.engine(16, speculative=False)
     assert faster.decode_step_seconds[8] == pytest.approx(
         plain.decode_step_seconds[8] / (expected_tokens / 1.2)
@@ -123,3 +124,44 @@ def test_a_bad_profile_is_named_with_file_line_and_key(write, change, fragments)
         load_profiles([write(MEASURED.replace(*change), "measured.yaml")])
     for fragment in fragments:
         assert fragment in str(raised.value), str(raised.value)
+
+
+SPECULATIVE = (
+    "instance_type: trn1.32xlarge\nsource: test\ntensor_parallel: 8\nmax_num_seqs: 32\n"
+    "prefill_tokens_per_second: 8200.0\ndecode_step_ms: {1: 7.0, 8: 8.5, 32: 12.0}\n"
+    "speculative: {draft_tokens: 4, acceptance: 0.7, draft_cost: 0.05}\n"
+)
+
+
+def test_speculative_decoding_gains_less_as_the_batch_grows() -> None:
+    """Leviathan et al.'s speed-up, tokens per step / (1 + k c), holds while verifying k + 1 tokens per
+    sequence costs one memory-bound step. At batch 1: 5 tokens take 0.6 ms of compute at 8,200 tokens/s,
+    inside the 7 ms step: 2.773 x 7 / (7 + 4 x 0.05 x 7) = x2.31. At batch 32 the verification scores
+    160 tokens, 19.5 ms of compute against a 12 ms step: 2.773 x 12 / (19.5 + 2.4) = x1.52."""
+    profile = Profile.model_validate(yaml.safe_load(SPECULATIVE))
+    tokens = (1 - 0.7**5) / (1 - 0.7)
+    assert profile.decode_speedup(1) == pytest.approx(tokens * 7.0 / (7.0 + 1.4))
+    assert profile.decode_speedup(1) == pytest.approx(2.31, abs=0.005)
+    assert profile.decode_speedup(32) == pytest.approx(tokens * 12.0 / (160 / 8.2 + 2.4))
+    assert profile.decode_speedup(32) == pytest.approx(1.52, abs=0.005)
+    faster, plain = profile.engine(32), profile.engine(32, speculative=False)
+    assert plain.decode_step_seconds[32] / faster.decode_step_seconds[32] == pytest.approx(
+        profile.decode_speedup(32)
+    )
+    assert plain.decode_step_seconds[1] / faster.decode_step_seconds[1] == pytest.approx(2.31, abs=0.005)
+
+
+def test_a_decode_bucket_adds_the_kv_reads_of_its_length() -> None:
+    """The batch-1 step streams 15 GiB of weights in 7 ms; a token's 128 KiB of KV cache at that bandwidth
+    takes 7 x 131072 / (15 x 2^30) ms. At bucket 4,096 each of 32 sequences reads 4,096 - 1,150 more
+    tokens than the profile's basis."""
+    trn1 = load_profiles()[("trn1.32xlarge", 8)]
+    per_token = 7.0 * 131072 / (15 * 2**30)
+    assert trn1.kv_ms_per_token() == pytest.approx(per_token)
+    assert trn1.step_ms_at(32, 4096) == pytest.approx(12.0 + 32 * (4096 - 1150) * per_token)
+    assert trn1.step_ms_at(1, 1150) == pytest.approx(7.0)
+    engine = trn1.engine(32, 8192, decode_buckets=(1024, 2048, 4096, 8192))
+    assert engine.decode_buckets == (1024, 2048, 4096, 8192)
+    assert engine.decode_step_by_bucket[2][32] == pytest.approx(trn1.step_ms_at(32, 4096) / 1000)
+    assert engine.decode_step(32, 3000) == engine.decode_step_by_bucket[2][32]
+    assert engine.decode_step(32, 9000) == engine.decode_step_by_bucket[3][32]  # past the largest

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from datetime import datetime
 
 from rich.console import Console
@@ -10,10 +11,10 @@ from rich.console import Console
 from planner.plan import DesignRate, FleetPlan, RegionPlan, Sized
 from planner.report import fleet_table, notes, region_table
 
-SIZED = Sized(300, (200, 100), 900.0, 1, 1, (8, 4), knee=3400.0, fast=True)
+SIZED = Sized(300, (200, 100), 900.0, 1, 1, (8, 4), knee=3400.0, fast=True, slice_knee=136.0)
 FLEETS = (
     FleetPlan("inf2.48xlarge", 200, 300, 2400, 12.0, 180, 400, 0.6, False, 1.0),
-    FleetPlan("inf2.24xlarge", 100, 150, 600, 6.0, 90, 200, 0.4, True, 1.8),
+    FleetPlan("inf2.24xlarge", 100, 150, 600, 6.0, 90, 200, 0.4, True, 1.8, 2.3),
 )
 PLAN = RegionPlan(
     "us-west-2",
@@ -64,5 +65,27 @@ def test_the_notes_explain_the_knee_the_event_cost_the_premium_and_speculative_d
     assert "(the knee)" in lines and "make plan-plot" in lines
     assert f"{(200 * 12 + 100 * 6) * 24:,.0f} USD" in lines  # the event's cost over its window
     assert "Region-loss premium: 1,200.00 USD/hour (+67%)" in lines
-    assert "inf2.24xlarge x1.80" in lines and "us-west-2 300 instead of 340" in lines
+    assert "inf2.24xlarge x1.80 at a full batch (x2.30 at batch 1)" in lines
+    assert "us-west-2 300 instead of 340" in lines
     assert "Derived profiles (inf2.24xlarge)" in lines and "PROFILE=" in lines
+
+
+def test_the_notes_state_the_cost_basis_the_max_rule_and_the_knee_each_region_rests_on() -> None:
+    other = replace(PLAN, region="us-east-2", sized=replace(SIZED, slice_knee=90.0), output_tokens=400.0)
+    lines = notes(
+        [PLAN, replace(PLAN, region="us-east-1"), other],
+        1000,
+        "USD",
+        datetime.fromisoformat("2027-07-08T00:00:00Z"),
+        datetime.fromisoformat("2027-07-09T00:00:00Z"),
+        max_factor=1.4,
+    )
+    text = " ".join(lines)
+    assert "Cost basis:" in text and "cost at the peak" in text and "averaged over an event" in text
+    assert "Event max: 1.4 x the minimum, rounded up (--max-factor)" in text
+    # Regions of one shape share one knee search and say so; a region of another request mix has its own.
+    shared = next(line for line in lines if line.startswith("SLO crossed at (us-west-2, us-east-1)"))
+    assert "8 inf2.48xlarge + 4 inf2.24xlarge slice" in shared and "136.0 requests/s" in shared
+    assert "same in the fast path and --direct" in shared and "by construction" in shared
+    own = next(line for line in lines if line.startswith("SLO crossed at (us-east-2)"))
+    assert "90.0 requests/s" in own and "by construction" not in own

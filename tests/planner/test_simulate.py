@@ -250,3 +250,55 @@ def test_buckets_lower_a_replicas_throughput() -> None:
     fast = simulate([HostGroup("trn1", plain, 1, 1)], load).p99_ttft_ms()
     slow = simulate([HostGroup("trn1", bucketed, 1, 1)], load).p99_ttft_ms()
     assert slow > 2 * fast
+
+
+def test_a_decode_step_runs_at_the_bucket_of_the_batchs_longest_sequence() -> None:
+    """Hand-worked: buckets 16 and 32; steps of 10 / 12 ms (batch 1 / 2) at 16 tokens, 20 / 24 ms at 32.
+    A (10-token prompt, 4 tokens out) and B (14 in, 8 out) arrive at once; prefill at 1 ms per token gives
+    first tokens at 10 and 24 ms. Decoding starts at 24 ms: B's context after a step is 15, then 16, so
+    two steps run at bucket 16 (12 ms each, to 48 ms); then B needs bucket 32 and A, still short, runs
+    there with it: A's last step takes 24 ms (ends at 72 ms). B then runs alone at 32: four more steps
+    of 20 ms end at 152 ms. Without decode buckets A would end at 60 ms and B at 100 ms."""
+    steps = (0.0, 0.010, 0.012)
+    engine = Engine(
+        1000.0, steps, decode_buckets=(16, 32), decode_step_by_bucket=(steps, (0.0, 0.020, 0.024))
+    )
+    load = requests((0.0, 10, 4), (0.0, 14, 8))
+    outcome = simulate([HostGroup("x", engine, 1, 1)], load)
+    assert list(outcome.ttft) == pytest.approx([0.010, 0.024])
+    assert list(outcome.finish) == pytest.approx([0.072, 0.152])
+    plain = simulate([HostGroup("x", Engine(1000.0, steps), 1, 1)], load)
+    assert list(plain.finish) == pytest.approx([0.060, 0.100])
+    # Static batching: A starts alone (B arrives as its batch begins): 3 steps of 10 ms at bucket 16,
+    # done at 40 ms; B then prefills (to 54 ms) and steps at 15, 16 tokens (10 ms), then 5 at 32 (20 ms).
+    static = simulate([HostGroup("x", engine, 1, 1)], load, batching=Batching.STATIC)
+    assert list(static.finish) == pytest.approx([0.040, 0.054 + 2 * 0.010 + 5 * 0.020])
+
+
+def test_a_newcomer_joining_mid_bucket_keeps_the_step_boundaries() -> None:
+    """One request decodes alone at bucket 16 (10 ms steps); a second, longer one joins at the next step
+    boundary, and from then on the pair steps at bucket 32 (its context 20 > 16): 24 ms a step."""
+    steps = (0.0, 0.010, 0.012)
+    engine = Engine(
+        1000.0, steps, decode_buckets=(16, 32), decode_step_by_bucket=(steps, (0.0, 0.020, 0.024))
+    )
+    outcome = simulate([HostGroup("x", engine, 1, 1)], requests((0.0, 4, 10), (0.0155, 19, 3)))
+    # A: first token at 4 ms, steps at 14, 24 ms; B joins at the 24 ms boundary, prefilled by 43 ms.
+    assert outcome.ttft[1] == pytest.approx(0.024 + 0.019 - 0.0155)
+    # Then A (7 of its 9 steps left) and B (2) run two 24 ms steps; A ends alone at bucket 16 (10 ms).
+    assert outcome.finish[1] == pytest.approx(0.043 + 2 * 0.024)
+    assert outcome.finish[0] == pytest.approx(0.043 + 2 * 0.024 + 5 * 0.010)
+
+
+def test_an_engine_needs_a_step_table_per_decode_bucket() -> None:
+    with pytest.raises(ValueError, match="one step table per decode bucket"):
+        Engine(1000.0, (0.0, 0.01), decode_buckets=(16, 32), decode_step_by_bucket=((0.0, 0.01),))
+
+
+def test_output_capped_at_the_engines_limit_has_the_clipped_mean() -> None:
+    """A mean of 1,500 output tokens against a 1,024 cap: the tokens generated are the clipped mean."""
+    fit = LogNormal.fit(1500, 4000)
+    drawn = fit.draw(np.random.default_rng(2), 400_000, cap=1024)
+    assert fit.capped_mean(1024) == pytest.approx(drawn.mean(), rel=0.005)
+    assert fit.capped_mean(1024) < 0.75 * 1500
+    assert fit.capped_mean(1e12) == pytest.approx(1500)
