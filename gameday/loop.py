@@ -75,7 +75,8 @@ class RegionMinute:
     overload_shed_rps: float = 0.0  # of shed_rps, what the replicas refused at the edge for want of a slot
     good_rps: float = 0.0  # served with the first token within the objective
     # What the config's schedule on time would have serving within the objective (gameday/plan.py): the
-    # verdict excuses sheds only beyond the larger of this and capacity_rps. 0 under a capacity shortage.
+    # verdict excuses sheds only beyond the larger of this and capacity_rps. 0 under a capacity shortage
+    # and while the target is down or unreachable.
     planned_capacity_rps: float = 0.0
 
     def public(self) -> dict[str, Any]:
@@ -659,7 +660,9 @@ class Twin:
                 failing=failing,
                 counted=counted,
             )
-            if not shortage:  # AWS had no hosts to give: the plan was not on offer
+            # The plan is not on offer where AWS had no hosts to give (a capacity shortage) or where no
+            # client reaches the target (down, its front door down): none of its room can take demand.
+            if not (shortage or twin.down or twin.unreachable):
                 planned = planned_hosts(self.settings, name, now)
                 row.planned_capacity_rps = (
                     speed
