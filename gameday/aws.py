@@ -20,10 +20,12 @@ import json
 import os
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
+import botocore
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
@@ -100,6 +102,34 @@ class _MethodNames:
         self._module.method_names_from_class = self._original  # type: ignore[assignment]
 
 
+def _unsigned(**_: Any) -> Any:
+    """No signature: moto checks none (its IAM authentication is off unless asked for), and SigV4's
+    canonical request and HMACs were a tenth of a game day's CPU (bench/gameday_speed.py)."""
+    return botocore.UNSIGNED
+
+
+class _InThread:
+    """The handler's region reads in the calling thread, one after another (the executor's interface as the
+    handler uses it). In Lambda the threads overlap waiting on the network; against moto there is no
+    network to wait on, only the GIL to hand over and a thread to start per region per run. What each read
+    calls, and in what order per region, is unchanged; a read that raises is held in its future, as a
+    thread's would be."""
+
+    def __init__(self, *_: Any, **__: Any) -> None:
+        pass
+
+    def submit(self, function: Any, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(function(*args, **kwargs))
+        except Exception as error:
+            future.set_exception(error)
+        return future
+
+    def shutdown(self, *_: Any, **__: Any) -> None:
+        pass
+
+
 class _Context:
     function_name = "traffic-orchestrator"
     memory_limit_in_mb = 256
@@ -139,6 +169,7 @@ class Orchestrator:
         self._hook = self._fail
         boto3.setup_default_session()
         boto3.DEFAULT_SESSION.events.register("before-call", self._hook)  # type: ignore[union-attr]
+        boto3.DEFAULT_SESSION.events.register_first("choose-signer", _unsigned)  # type: ignore[union-attr]
         self._session = boto3.Session(region_name=home_region)
         self._clients: dict[tuple[str, str], Any] = {}
         self._handler_clients: dict[tuple[str, str], Any] = {}
@@ -266,16 +297,21 @@ class Orchestrator:
             "resources": [],
             "detail": {},
         }
-        original = lambda_handler.datetime, lambda_handler._boto3_client
+        original = lambda_handler.datetime, lambda_handler._boto3_client, lambda_handler.ThreadPoolExecutor
         lambda_handler.datetime = _clock(now.astimezone(UTC))  # type: ignore[misc]
         lambda_handler._boto3_client = self._handler_client  # type: ignore[assignment]
+        lambda_handler.ThreadPoolExecutor = _InThread  # type: ignore[misc,assignment]
         try:
             with contextlib.redirect_stdout(io.StringIO()):
                 return lambda_handler.handler(event, _Context())
         except Exception as error:
             return {"error": f"{type(error).__name__}: {error}"}
         finally:
-            lambda_handler.datetime, lambda_handler._boto3_client = original  # type: ignore[misc]
+            (
+                lambda_handler.datetime,
+                lambda_handler._boto3_client,
+                lambda_handler.ThreadPoolExecutor,
+            ) = original  # type: ignore[misc]
 
     def weights(self) -> dict[str, int]:
         """Routing target (the record's set identifier) -> its weight in Route 53."""
@@ -301,6 +337,7 @@ class Orchestrator:
 
     def close(self) -> None:
         boto3.DEFAULT_SESSION.events.unregister("before-call", self._hook)  # type: ignore[union-attr]
+        boto3.DEFAULT_SESSION.events.unregister("choose-signer", _unsigned)  # type: ignore[union-attr]
         self._namespaces.close()
         self._method_names.close()
         self._mock.stop()

@@ -19,6 +19,7 @@ from gameday.aws import Orchestrator
 from gameday.control import FleetState
 from gameday.dns import Clients, answer_shares, propagated
 from gameday.metrics import datapoints
+from gameday.plan import planned_hosts
 from gameday.scenario import (
     ApiErrors,
     CapacityShortage,
@@ -73,6 +74,10 @@ class RegionMinute:
     capacity_rps: float = 0.0  # what the serving tasks serve within the objective at best (0 if unreachable)
     overload_shed_rps: float = 0.0  # of shed_rps, what the replicas refused at the edge for want of a slot
     good_rps: float = 0.0  # served with the first token within the objective
+    # What the config's schedule on time would have serving within the objective (gameday/plan.py): the
+    # verdict excuses sheds only beyond the larger of this and capacity_rps. 0 under a capacity shortage
+    # and while the target is down or unreachable.
+    planned_capacity_rps: float = 0.0
 
     def public(self) -> dict[str, Any]:
         return {
@@ -138,6 +143,7 @@ def region_row(cells: list[RegionMinute]) -> RegionMinute:
         capacity_rps=sum(c.capacity_rps for c in cells),
         overload_shed_rps=sum(c.overload_shed_rps for c in cells),
         good_rps=sum(c.good_rps for c in cells),
+        planned_capacity_rps=sum(c.planned_capacity_rps for c in cells),
     )
 
 
@@ -369,14 +375,16 @@ class Twin:
                 speed *= fault.speed(minute)
         return speed
 
-    def _failing(self, twin: CellTwin, minute: int) -> float:
-        """The share of the target's requests that fail on the server's side this minute."""
-        shares = [
-            f.share
+    def _failing(self, twin: CellTwin, minute: int) -> tuple[float, float]:
+        """The share of the target's requests that fail on the server's side this minute, and the share
+        the containers' own metrics count (faults with `counted: false` fail requests they never see)."""
+        striking = [
+            f
             for f in self.scenario.faults
             if isinstance(f, ServingErrors) and self._hits(f, twin) and f.striking(minute)
         ]
-        return max(shares, default=0.0)
+        share = max((f.share for f in striking), default=0.0)
+        return share, max((f.share for f in striking if f.counted), default=0.0)
 
     def _hits(self, fault: Any, twin: CellTwin) -> bool:
         """A fault naming a region hits each of its cells; one naming a cell (`us-east-1/2`) that cell."""
@@ -404,12 +412,14 @@ class Twin:
         unreachable: bool = False,
         speed: float = 1.0,
         failing: float = 0.0,
+        counted: float | None = None,
     ) -> None:
         """One target's minute of serving. `down`: no target answers (the ALB sees every request fail);
         `unreachable`: clients cannot reach the front door, whose targets are healthy and idle (neither the
         ALB nor the containers see the requests); `speed`: the engines' share of their normal speed;
         `failing`: the share of the requests the replicas admit that fail on the server's side (answered
-        with an error at once, target 5xx)."""
+        with an error at once, target 5xx); `counted`: of those, the share the containers' request metrics
+        count (all of `failing` unless given)."""
         serving = {t: f.serving for t, f in twin.fleets.items()}
         dead = sum(f.dead_targets for f in twin.fleets.values())
         live = sum(serving.values())
@@ -481,6 +491,8 @@ class Twin:
             slow = max(slow, twin.curve.slow_at_p99(p99) if at_speed is None else at_speed)
         edge_shed = to_live - served  # refused at the edge for want of a slot
         broken = served * failing  # fail fast: their slots are free for the rest
+        # What the containers never count: failed before the request's metrics are written.
+        unseen = served * max(failing - (failing if counted is None else counted), 0.0)
         served -= broken
         to_dead += broken
         failed = to_dead + edge_shed
@@ -497,9 +509,9 @@ class Twin:
             in_flight += per_host * count
             twin.record(f"inflight:{t}", minute, per_host if count else None)
         twin.record("slow_share", minute, slow if served else None)
-        twin.record("error_share", minute, row.error_share if arriving else None)
+        twin.record("error_share", minute, (failed - unseen) / arriving if arriving else None)
         # Sheds and server failures apart: dead engines fail requests, overload sheds them at once.
-        twin.record("serving_error_share", minute, to_dead / arriving if arriving else None)
+        twin.record("serving_error_share", minute, (to_dead - unseen) / arriving if arriving else None)
         twin.record("shed_share", minute, edge_shed / arriving if arriving else None)
         twin.record("ttft_p99_ms", minute, p99 if served else None)
         twin.record("healthy_hosts", minute, float(targets))
@@ -635,6 +647,8 @@ class Twin:
             row.stopped_share = stopped / serving_before if serving_before else 0.0
             row.hosts = sum(f.all_hosts for f in twin.fleets.values())
             row.tasks = sum(f.serving for f in twin.fleets.values())
+            speed = self._speed(twin, minute)
+            failing, counted = self._failing(twin, minute)
             self._serve(
                 twin,
                 minute,
@@ -642,9 +656,19 @@ class Twin:
                 row,
                 down=twin.down,
                 unreachable=twin.unreachable,
-                speed=self._speed(twin, minute),
-                failing=self._failing(twin, minute),
+                speed=speed,
+                failing=failing,
+                counted=counted,
             )
+            # The plan is not on offer where AWS had no hosts to give (a capacity shortage) or where no
+            # client reaches the target (down, its front door down): none of its room can take demand.
+            if not (shortage or twin.down or twin.unreachable):
+                planned = planned_hosts(self.settings, name, now)
+                row.planned_capacity_rps = (
+                    speed
+                    * sum(count * twin.curve.per_host_rps[t] for t, count in planned.items())
+                    * twin.curve.servable
+                )
             twin.healthy_targets = 0 if twin.down else row.tasks
             for fleet in twin.fleets.values():
                 twin.record(

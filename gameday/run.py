@@ -17,6 +17,7 @@ from orchestrator.routing.config import parse_config
 from settings.cells import region_of
 from settings.loader import ConfigError, Document, load_settings, locate
 from settings.schema import Settings
+from stacks.routing_names import policy_params
 
 
 class BadScenario(Exception):
@@ -116,6 +117,7 @@ def run_scenario(
         orchestrator.policy.max_step,
         orchestrator.policy.floor,
         {r.name: r.initial_weight for r in orchestrator.regions},
+        policy_params(settings),
     )
     summary = judge(scenario, minutes, rules)
     without = None

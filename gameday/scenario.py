@@ -152,6 +152,11 @@ class ServingErrors(_Fault):
     region: str
     share: Annotated[float, Field(gt=0, le=1)]
     every: Annotated[int, Field(ge=1, le=60)] = 1
+    # False: the requests fail before the containers' request metrics are written (the server's HTTP layer
+    # answering 5xx, a sidecar in the request path failing), so ServingError and RequestFailed never count
+    # them and neither do the checks and orchestrator signals built on them; only the ALB's target 5xx
+    # count (the region-unfit composite's Target5xxShare alarm) sees them.
+    counted: bool = True
 
     def striking(self, minute: int) -> bool:
         return self.active(minute) and (minute - self.at) % self.every == 0

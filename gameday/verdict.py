@@ -9,8 +9,9 @@ nothing. The rules:
 - goodput (requests served within the objective over min(offered, the fleets' capacity), over the day)
   per region and overall, against the scenario's threshold;
 - requests lost over the day within the scenario's budget, except those shed at the edge for demand beyond
-  what their target could serve within the objective (shedding that is the answer to overload; goodput
-  judges where it happened); the same excess is not an SLO error;
+  what their target could serve within the objective and beyond what the config's schedule on time would
+  have had serving (shedding that is the answer to overload; goodput judges where it happened); the same
+  excess is not an SLO error;
 - a weight moves at most the policy's `max_step` in a minute (its documented limit: the drop step for a
   region on its way to the floor, and the freed weight handed to the best-ranked region when every region
   looks bad); a cell's weight is split inside its region by design and is not held to it;
@@ -20,6 +21,10 @@ nothing. The rules:
   such (a violation of their own), never as a drain;
 - a region or cell that is down, or whose front door is, leaves Route 53's answers within 5 minutes and is
   back to half its weight by the end;
+- a reachable target failing more than the policy's error share on its own side has its weight at the
+  floor within the policy's documented drain runs (counted from the M-of-N minute, read after the
+  metrics delay), whether or not Route 53's checks took it out first: its weight is what clients get
+  when Route 53 fails open;
 - no minute stops more than 10% of a region's serving tasks (and more than one a fleet);
 - tasks wait for hosts at most 20 minutes (outside a capacity shortage);
 - each page the scenario names (a paging alarm of a target, in ALARM on a metric) comes by its minute;
@@ -33,13 +38,16 @@ from dataclasses import dataclass, field
 
 from gameday.loop import Minute, RegionMinute
 from gameday.scenario import (
+    ApiErrors,
     CapacityShortage,
     EngineDeaths,
     FrontDoorDown,
+    MetricsDelay,
     RegionDown,
     Scenario,
     ServingErrors,
 )
+from orchestrator.routing.policy import PolicyParams
 from settings.cells import region_of
 
 DRAIN_MINUTES = 5  # a region down is out of Route 53's answers within this
@@ -58,6 +66,9 @@ class Rules:
     max_step: int  # the policy's bound on one run's move of an unpinned weight
     floor: int
     initial_weights: dict[str, int]  # per routing target
+    # The routing policy as the config documents it (not as deployed: a broken deployment must not move
+    # the bar it is judged against): the drain deadline's error share and runs.
+    policy: PolicyParams = field(default_factory=PolicyParams)
 
 
 @dataclass(frozen=True)
@@ -106,28 +117,98 @@ def excused(scenario: Scenario, target: str, minute: int) -> bool:
     return False
 
 
+def planned_basis_rps(row: RegionMinute) -> float:
+    """What a target is held to serve before its sheds count as overload's: the larger of what its serving
+    tasks could serve within the objective and what the config's schedule on time would have had serving
+    (`planned_capacity_rps`, gameday/plan.py). A deployment short of its plan (a scheduled raise late or
+    missing) sheds within the plan at its own cost."""
+    return max(row.capacity_rps, row.planned_capacity_rps)
+
+
 def unavoidable_share(minute: Minute) -> float:
-    """Of the targets' demand beyond their own capacity, the share no routing could have placed: the
-    demand beyond every target's capacity together (1 in a global overload, 0 while the excess would fit
+    """Of the targets' demand beyond their planned basis, the share no routing could have placed: the
+    demand beyond every target's basis together (1 in a global overload, 0 while the excess would fit
     in another target's room)."""
     rows = list(_targets(minute).values())
-    excess = sum(max(r.offered_rps - r.capacity_rps, 0.0) for r in rows)
-    beyond_all = max(sum(r.offered_rps for r in rows) - sum(r.capacity_rps for r in rows), 0.0)
+    excess = sum(max(r.offered_rps - planned_basis_rps(r), 0.0) for r in rows)
+    beyond_all = max(sum(r.offered_rps for r in rows) - sum(planned_basis_rps(r) for r in rows), 0.0)
     return min(beyond_all / excess, 1.0) if excess > 0 else 0.0
+
+
+def excused_shed_rps(row: RegionMinute, unavoidable: float) -> float:
+    """The sheds at the edge that overload excuses: of the demand beyond the target's planned basis (the
+    larger of its capacity and the plan's), the `unavoidable` share, and never more than it shed at the
+    edge. Sheds of demand the plan would have served are the system's loss: a raise an hour late sheds
+    what the raise on time would have served, and that is judged."""
+    excess = max(row.offered_rps - planned_basis_rps(row), 0.0) * unavoidable
+    return min(row.overload_shed_rps, excess)
 
 
 def judged_lost_rps(row: RegionMinute, unavoidable: float) -> float:
     """The failed requests the SLO and the lost-request budget judge: every one, except those shed at the
-    edge for demand that no target could serve within the objective (`unavoidable` of the target's excess
-    over its capacity). Shedding that is the designed answer to overload (docs/routing.md, "Overload is
-    not a fault"). Sheds while another target had room, engines' errors and requests sent to a target that
-    is down are all judged."""
-    excess = max(row.offered_rps - row.capacity_rps, 0.0) * unavoidable
-    return max(row.shed_rps - min(row.overload_shed_rps, excess), 0.0)
+    edge for demand that neither the target's serving tasks nor its plan could serve within the objective
+    and no other target had room for (`excused_shed_rps`). Shedding that is the designed answer to
+    overload (docs/routing.md, "Overload is not a fault"). Sheds while another target had room or within
+    the plan, engines' errors and requests sent to a target that is down are all judged."""
+    return max(row.shed_rps - excused_shed_rps(row, unavoidable), 0.0)
 
 
 def judged_errors(row: RegionMinute, unavoidable: float) -> float:
     return judged_lost_rps(row, unavoidable) / row.offered_rps if row.offered_rps else 0.0
+
+
+def confirmed_bad_minutes(bad: Sequence[bool], policy: PolicyParams) -> list[bool]:
+    """Per minute of data, whether it confirms a target bad by the slower of the policy's two paths: bad,
+    and bad in `bad_runs_in_window` of the last `window_runs` minutes (the M of N the drain alarm's error
+    shares use too; `bad_runs_to_drain` in a row is never slower)."""
+    return [
+        flag and sum(bad[max(0, k - policy.window_runs + 1) : k + 1]) >= policy.bad_runs_in_window
+        for k, flag in enumerate(bad)
+    ]
+
+
+def drain_deadline_misses(
+    bad: Sequence[bool],
+    weights: Sequence[int],
+    delays: Sequence[int],
+    policy: PolicyParams,
+    skip: Sequence[bool] | None = None,
+) -> list[int]:
+    """The minutes in which a target's weight is above the floor though the policy's documented drain
+    says it should be at it (docs/routing.md: a region that stays bad drops to the floor within
+    `drain_runs` runs of its first bad one). `bad[k]`: the target's server-side error share in minute k
+    was past the policy's; `delays[m]`: how many minutes after its end a minute's data is readable in
+    minute m (the run of minute m reads minute m - 1 - delay).
+
+    Required in minute m: the minute its run reads confirms the target bad (`confirmed_bad_minutes`),
+    and at least `drain_runs - bad_runs_to_drain + 1` minutes before it in the same bad stretch did too:
+    the runs the policy gives itself to reach the floor after confirming. The judge counts from the M-of-N
+    minute, the later of the policy's two ways to confirm, so it asks no more than the slower path: the
+    drain alarm seen a run after its minute."""
+    skip = skip or [False] * len(bad)
+    confirmed = confirmed_bad_minutes(bad, policy)
+    runs = policy.drain_runs - policy.bad_runs_to_drain + 1
+
+    def in_stretch(minute: int) -> bool:
+        return any(bad[max(0, minute - policy.window_runs + 1) : minute + 1])
+
+    misses = []
+    for m in range(len(bad)):
+        k = m - 1 - delays[m]
+        if k < 0 or skip[m] or not confirmed[k] or weights[m] <= policy.floor:
+            continue
+        before, j = 0, k - 1
+        while j >= 0 and in_stretch(j):
+            before += confirmed[j]
+            j -= 1
+        if before >= runs:
+            misses.append(m)
+    return misses
+
+
+def server_error_share(row: RegionMinute) -> float:
+    """What a reachable target failed on its own side: every request lost but those shed at its edge."""
+    return max(row.shed_rps - row.overload_shed_rps, 0.0) / row.offered_rps if row.offered_rps else 0.0
 
 
 def _fault_end(fault: ServingErrors | EngineDeaths, minute: int) -> int:
@@ -280,6 +361,31 @@ def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summar
                 violations.append(
                     f"{name}: drained in minute {current.minute} while {share:.0%} of its targets served"
                 )
+
+    delays = [
+        scenario.metrics.delay_minutes
+        + sum(f.minutes for f in scenario.faults if isinstance(f, MetricsDelay) and f.active(m.minute))
+        for m in minutes
+    ]
+    api_faults = [
+        any(isinstance(f, ApiErrors) and f.active(m.minute) for f in scenario.faults) for m in minutes
+    ]
+    policy = rules.policy
+    for target in _targets(minutes[0]) if minutes else {}:
+        rows = [_targets(m)[target] for m in minutes]
+        # A target down or unreachable is judged by the out-of-DNS rule; its requests are not its errors.
+        reachable = [not r.down and r.capacity_rps > 0 for r in rows]
+        bad = [
+            ok and server_error_share(r) > policy.error_share for ok, r in zip(reachable, rows, strict=True)
+        ]
+        # While the orchestrator's own AWS calls fail it cannot act: those minutes ask nothing of it.
+        skip = [any(api_faults[max(0, m - 1 - delays[m] - 1) : m + 1]) for m in range(len(minutes))]
+        late = drain_deadline_misses(bad, [r.weight for r in rows], delays, policy, skip)
+        if late:
+            violations.append(
+                f"{target}: weight above the floor {len(late)} minutes past the policy's drain deadline "
+                f"(server errors over {policy.error_share:.0%}; first at minute {minutes[late[0]].minute})"
+            )
 
     def row_of(minute: Minute, name: str) -> RegionMinute:
         """A routing target's row, or a region's (its cells added up)."""

@@ -80,6 +80,34 @@ def test_api_errors_fail_the_handlers_calls_not_the_twins(orchestrator):
     assert "missing" in answer["reason"] or "kept" in answer["reason"]
 
 
+def test_the_handlers_calls_reach_moto_unsigned_from_the_calling_thread(orchestrator):
+    """The two costs the twin leaves out (bench/gameday_speed.py): SigV4 signing, which moto never checks,
+    and a thread per region per run. Every call still goes through botocore to moto's API; afterwards the
+    handler's executor is its own again."""
+    import threading
+
+    import boto3
+
+    seen: list[tuple[str, bool, str]] = []
+
+    def record(request, **_):
+        seen.append((threading.current_thread().name, "Authorization" in request.headers, request.url))
+
+    executor = lambda_handler.ThreadPoolExecutor
+    boto3.DEFAULT_SESSION.events.register("before-send", record)
+    try:
+        answer = orchestrator.run(NOW)
+    finally:
+        boto3.DEFAULT_SESSION.events.unregister("before-send", record)
+    assert "error" not in answer and answer["weights"]
+    assert len(seen) > len(orchestrator.config.regions) * 2  # each region's endpoint, alarm and metrics
+    assert {name for name, _, _ in seen} == {threading.current_thread().name}
+    assert not any(signed for _, signed, _ in seen)
+    assert any("monitoring" in url for _, _, url in seen) and any("ssm" in url for _, _, url in seen)
+    assert lambda_handler.ThreadPoolExecutor is executor
+    assert executor.__name__ == "ThreadPoolExecutor"
+
+
 def test_nothing_outlives_the_run(deployment):
     from moto.cloudwatch.models import CloudWatchBackend
 

@@ -295,6 +295,22 @@ def test_the_orchestrator_makes_the_day_better_with_metrics_2_minutes_late(tmp_p
     assert run.summary.verdict == "pass", run.summary.violations
 
 
+def test_errors_only_the_alb_sees_drain_the_region_through_region_unfit(tmp_path_factory):
+    """A fifth of us-west-2's requests fail before the containers count them: Route 53's checks and the
+    orchestrator's own error signal stay quiet, the ALB's Target5xxShare alarm in region-unfit does not.
+    The orchestrator drains us-west-2 to the floor within the policy's deadline, Route 53 keeps it, and
+    the day loses far fewer requests than without the orchestrator."""
+    run = result("errors-only-the-alb-sees", tmp_path_factory)
+    assert run.summary.verdict == "pass", run.summary.violations
+    fault = run.scenario.faults[0]
+    assert all(series(run, "us-west-2", "healthy"))  # no Route 53 check saw it
+    weights = series(run, "us-west-2", "weight")
+    assert max(weights[fault.at + 7 : fault.until]) == 5
+    assert weights[-1] >= 25  # back after
+    figures = run.summary.counterfactual
+    assert figures["requests_lost"]["on"] < figures["requests_lost"]["off"] / 2
+
+
 def test_the_profile_range_runs_the_curves_at_the_end_asked_and_says_so(tmp_path, capsys):
     from gameday.loop import profile_speed
     from planner.profiles import load_profiles

@@ -166,6 +166,45 @@ def test_sheds_of_demand_beyond_a_targets_capacity_are_neither_slo_errors_nor_lo
     assert summary.violations[1].startswith("18,000 requests lost")
 
 
+def test_sheds_within_the_planned_capacity_are_the_systems_loss_beyond_it_overloads():
+    """A global overload where us-east-2's tasks serve 200 rps but the config's schedule on time would have
+    had 260 serving (a raise late): of its 100 rps shed at the edge, the 60 the plan would have served are
+    lost and judged; the 40 beyond the plan are overload's. The rule on one row: the larger of capacity
+    and plan is what the target is held to."""
+    from gameday.verdict import excused_shed_rps, judged_lost_rps, planned_basis_rps
+
+    late = row(offered_rps=300.0, capacity_rps=200.0, planned_capacity_rps=260.0, shed_rps=100.0)
+    late = RegionMinute(**{**vars(late), "overload_shed_rps": 100.0})
+    assert planned_basis_rps(late) == 260.0
+    assert excused_shed_rps(late, 1.0) == pytest.approx(40.0)
+    assert judged_lost_rps(late, 1.0) == pytest.approx(60.0)
+    # A target that has more than its plan (tracking scaled it out) is held to what it has.
+    ahead = RegionMinute(**{**vars(late), "planned_capacity_rps": 150.0})
+    assert judged_lost_rps(ahead, 1.0) == pytest.approx(0.0)
+
+    full = {(m, name): {"capacity_rps": 100.0} for m in range(30) for name in WEIGHTS}  # no room elsewhere
+    raised_late = full | {
+        (m, "us-east-2"): {
+            "offered_rps": 300.0,
+            "served_rps": 200.0,
+            "good_rps": 200.0,
+            "shed_rps": 100.0,
+            "overload_shed_rps": 100.0,
+            "planned_capacity_rps": 260.0,
+        }
+        for m in range(30)
+    }
+    summary = judge(scenario(lost_requests=0, goodput=0.0), day(changes=raised_late), RULES)
+    assert "us-east-2: SLO missed in 30 minutes" in summary.violations[0]
+    assert summary.violations[1].startswith(f"{60 * 60 * 30:,} requests lost")
+    # The plan on time (its capacity is the plan's): the same sheds are overload's.
+    on_time = {
+        key: {**figures, "planned_capacity_rps": 200.0} if key[1] == "us-east-2" else figures
+        for key, figures in raised_late.items()
+    }
+    assert judge(scenario(lost_requests=0, goodput=0.0), day(changes=on_time), RULES).verdict == "pass"
+
+
 def test_route_53_failing_open_is_its_own_violation_and_never_a_drain():
     unhealthy = {(m, name): {"healthy": False} for m in range(10, 13) for name in WEIGHTS}
     summary = judge(scenario(), day(changes=unhealthy, fail_open={10, 11, 12}), RULES)
@@ -260,3 +299,54 @@ def test_a_front_door_down_is_not_drained_while_serving():
     door = {"kind": "front_door_down", "region": "us-west-2", "at": 10, "until": 20}
     assert not any("drained" in v for v in judge(scenario([door]), day(changes=drained), RULES).violations)
     assert any("drained" in v for v in judge(scenario(), day(changes=drained), RULES).violations)
+
+
+def test_the_drain_deadline_follows_the_policys_documented_runs():
+    """Errors from minute 10 on, metrics 2 minutes late, the policy's defaults (3 of 5 confirm; drain 3
+    runs, 2 to confirm: 2 runs to the floor). Minute 12 is the third bad one; the run of minute 17 reads
+    minute 14, the third confirmed: by then the weight must be at the floor."""
+    from gameday.verdict import confirmed_bad_minutes, drain_deadline_misses
+    from orchestrator.routing.policy import PolicyParams
+
+    policy = PolicyParams()
+    bad = [m >= 10 for m in range(30)]
+    assert confirmed_bad_minutes(bad, policy).index(True) == 12
+    delays = [2] * 30
+    # The unbroken policy: at the floor in minute 16 (the alarm seen at 15, confirmed the run after).
+    drained = [40 if m < 16 else 5 for m in range(30)]
+    assert drain_deadline_misses(bad, drained, delays, policy) == []
+    # Dropping by 10 a run (drain_runs huge): 40, 30, ... reaches the floor at minute 19.
+    slow = [40 if m < 16 else max(5, 40 - 10 * (m - 15)) for m in range(30)]
+    assert drain_deadline_misses(bad, slow, delays, policy) == [17, 18]
+    # Never drained: every minute from 17 on; minutes the orchestrator could not act in ask nothing.
+    assert drain_deadline_misses(bad, [40] * 30, delays, policy) == list(range(17, 30))
+    skip = [m < 25 for m in range(30)]
+    assert drain_deadline_misses(bad, [40] * 30, delays, policy, skip) == list(range(25, 30))
+
+
+def test_a_target_failing_on_alternate_minutes_is_held_to_the_m_of_n_deadline_only_while_bad():
+    from gameday.verdict import drain_deadline_misses
+    from orchestrator.routing.policy import PolicyParams
+
+    policy = PolicyParams()
+    flapping = [m >= 10 and (m - 10) % 2 == 0 for m in range(30)]  # 10, 12, 14, ...: 14 confirms
+    misses = drain_deadline_misses(flapping, [40] * 30, [2] * 30, policy)
+    assert misses[0] == 21  # its run reads minute 18, with 14 and 16 confirmed before it
+    assert all(flapping[m - 3] for m in misses)  # only minutes whose run reads a bad minute
+    # One bad minute (an engine's death) confirms nothing.
+    assert drain_deadline_misses([m == 10 for m in range(30)], [40] * 30, [2] * 30, policy) == []
+
+
+def test_a_target_kept_above_the_floor_while_it_fails_is_a_violation():
+    errors = {
+        (m, "us-west-2"): {"shed_rps": 20.0, "served_rps": 80.0, "good_rps": 80.0} for m in range(10, 30)
+    }
+    faults = [{"kind": "serving_errors", "region": "us-west-2", "share": 0.2, "at": 10}]
+    summary = judge(scenario(faults), day(changes=errors), RULES)
+    assert any(
+        v.startswith("us-west-2: weight above the floor") and "first at minute 17" in v
+        for v in summary.violations
+    ), summary.violations
+    drained = {key: {**figures, "weight": 5} if key[0] >= 16 else figures for key, figures in errors.items()}
+    summary = judge(scenario(faults), day(changes=drained), RULES)
+    assert not any("weight above the floor" in v for v in summary.violations), summary.violations
