@@ -9,7 +9,7 @@ from datetime import datetime
 from rich.table import Table
 
 from planner.forecast import Forecast
-from planner.plan import RegionPlan
+from planner.plan import RegionPlan, Search
 
 
 def _span(low: float, high: float) -> str:
@@ -144,11 +144,7 @@ def notes(
             "over a plan for each region's own peak plus headroom; "
             f"{(cost - without) * hours:,.0f} {currency} over the window."
         )
-    lines.append(
-        "Ranges: hosts and cost at the high and low end of each profile's throughput range; seeds: the "
-        "region's hosts at other random seeds. Both are searched in one-minute windows and scaled to the "
-        "plan's fleet by the same short search at its own profile and seed."
-    )
+    lines.append(range_sources(plans))
     speculative = [(p, f) for p in plans for f in p.fleets if f.decode_speedup != 1.0]
     if speculative:
         parts = ", ".join(sorted({f"{f.instance_type} x{f.decode_speedup:.2f}" for _, f in speculative}))
@@ -165,6 +161,29 @@ def notes(
             "measure with `make bench-serving PROFILE_OUT=file` and pass `PROFILE=file`."
         )
     return lines
+
+
+def range_sources(plans: Sequence[RegionPlan], window_requests: int = Search.window_requests) -> str:
+    """How much of the hosts' range comes from the profiles' low and high figures and how much from the
+    random seeds, each as the order's total and its distance from the plan."""
+    hosts = sum(p.hosts for p in plans)
+    low = sum(f.hosts_range[0] for p in plans for f in p.fleets)
+    high = sum(f.hosts_range[1] for p in plans for f in p.fleets)
+    seed_low = sum(min(p.seed_hosts) if p.seed_hosts else p.hosts for p in plans)
+    seed_high = sum(max(p.seed_hosts) if p.seed_hosts else p.hosts for p in plans)
+
+    def share(value: int) -> str:
+        return f"{value / hosts - 1:+.0%}" if hosts else "-"
+
+    seeds = max(len(p.seed_hosts) for p in plans) if plans else 0
+    return (
+        f"Where the range comes from: the profiles' high and low throughput figures put the order at "
+        f"{low:,}-{high:,} hosts ({share(low)} / {share(high)} of {hosts:,}); {seeds} random seeds at the "
+        f"plan's profile put it at {seed_low:,}-{seed_high:,} ({share(seed_low)} / {share(seed_high)}), "
+        "the search's own precision. Each is searched in the plan's own windows (at least "
+        f"{window_requests:,} requests) and scaled to the plan's fleet by the same search at its own "
+        "profile and seed."
+    )
 
 
 def case_study_lines(forecast: Forecast, plans: Sequence[RegionPlan]) -> list[str]:

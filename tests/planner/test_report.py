@@ -66,3 +66,18 @@ def test_the_notes_explain_the_knee_the_event_cost_the_premium_and_speculative_d
     assert "Region-loss premium: 1,200.00 USD/hour (+67%)" in lines
     assert "inf2.24xlarge x1.80" in lines and "us-west-2 300 instead of 340" in lines
     assert "Derived profiles (inf2.24xlarge)" in lines and "PROFILE=" in lines
+
+
+def test_the_notes_say_how_much_of_the_range_is_the_profiles_and_how_much_the_seeds() -> None:
+    lines = " ".join(
+        notes(
+            [PLAN],
+            1000,
+            "USD",
+            datetime.fromisoformat("2027-07-08T00:00:00Z"),
+            datetime.fromisoformat("2027-07-09T00:00:00Z"),
+        )
+    )
+    # 270-600 hosts over the profiles' figures against 300 planned; 300-306 over 3 seeds.
+    assert "throughput figures put the order at 270-600 hosts (-10% / +100% of 300)" in lines
+    assert "3 random seeds at the plan's profile put it at 300-306 (+0% / +2%)" in lines
