@@ -180,9 +180,9 @@ def range_sources(plans: Sequence[RegionPlan], window_requests: int = Search.win
         f"Where the range comes from: the profiles' high and low throughput figures put the order at "
         f"{low:,}-{high:,} hosts ({share(low)} / {share(high)} of {hosts:,}); {seeds} random seeds at the "
         f"plan's profile put it at {seed_low:,}-{seed_high:,} ({share(seed_low)} / {share(seed_high)}), "
-        "the search's own precision. Each is searched in the plan's own windows (at least "
-        f"{window_requests:,} requests) and scaled to the plan's fleet by the same search at its own "
-        "profile and seed."
+        "the search's own precision. The profiles' figures are sized as the plan is (windows of at least "
+        f"{window_requests:,} requests, then the full hour); the seeds in the same windows, scaled to the "
+        "plan's fleet by the search at its own seed."
     )
 
 
