@@ -40,9 +40,12 @@ class Search:
     # thousand, well inside what estimated profiles can tell apart, and saves a third of the runs.
     precision: float = 0.005
     fast: bool = True  # large fleets: scale the slice's knee by the rate rather than search each fleet
-    # The ranges (low and high profiles, other seeds) are searched in shorter windows: they bound a
-    # +-20-45% uncertainty, which a 1% finer search would not change.
-    range_seconds: float = 60.0
+    # Every window holds at least this many requests (it is lengthened at low rates): a p99 is read from
+    # the slowest 1%, and fewer than ~600 of them are noise. A window fixed in seconds holds fewer and
+    # fewer requests as the direct search grows the fleet (its slice's share of the rate falls), until
+    # no fleet passes; one-minute windows put a forecast's range at 319-7,865 hosts where the long
+    # search puts the top near 2,400 (issue 23).
+    window_requests: int = 60_000
     seeds: int = 3  # the seed spread: the main seed and the ones after it
 
 
@@ -134,10 +137,14 @@ def _groups(templates: Sequence[HostGroup], counts: Sequence[int]) -> list[HostG
 
 class Knees:
     """The knee of each slice (highest rate within the SLO) found so far, so regions of one shape share one
-    search. Keyed by everything the answer depends on; one instance serves one plan."""
+    search. Keyed by everything the answer depends on; one instance serves one plan. It also hands a new
+    search of the same slice and demand at another seed a start: the knee already found (scaled by the
+    two slices' throughput bounds, if they differ), from which a few runs bracket the new one."""
 
     def __init__(self) -> None:
         self._found: dict[tuple[object, ...], tuple[float, float]] = {}
+        # (slice, demand, SLO, windows) -> (the slice's throughput bound, its knee), the first one found
+        self._starts: dict[tuple[object, ...], tuple[float, float]] = {}
         self.simulations = 0  # every run of the plan, the ranges' included
         self.simulated = 0
 
@@ -146,6 +153,14 @@ class Knees:
 
     def put(self, key: tuple[object, ...], knee: float, p99_ms: float) -> None:
         self._found[key] = (knee, p99_ms)
+
+    def start(self, shape: tuple[object, ...], bound: float) -> float | None:
+        """Where a search of a slice of this shape with this throughput bound should start, if any."""
+        known = self._starts.get(shape)
+        return known[1] * bound / known[0] if known else None
+
+    def remember(self, shape: tuple[object, ...], bound: float, knee: float) -> None:
+        self._starts.setdefault(shape, (bound, knee))
 
 
 class _Runs:
@@ -165,6 +180,8 @@ class _Runs:
 
     def p99(self, groups: Sequence[HostGroup], rate: float, seconds: float, seed: int) -> float:
         demand = self.demand
+        if rate > 0:
+            seconds = max(seconds, self.search.window_requests / rate)
         requests = draw_requests(
             rate, seconds, demand.prompt, demand.output, seed, demand.max_prompt, demand.max_output
         )
@@ -180,17 +197,21 @@ class _Runs:
 
 
 def _knee(
-    groups: Sequence[HostGroup], runs: _Runs, seconds: float, seed: int, verify_seconds: float | None
+    groups: Sequence[HostGroup], runs: _Runs, seconds: float, seed: int, start: float | None = None
 ) -> tuple[float, float]:
     """The highest rate the groups serve within the SLO over `seconds` (to within search.precision), and
-    the p99 there; with verify_seconds, 1% lower, and another 1% at a time until that longer run agrees.
+    the p99 there.
 
     p99 against rate is a hockey stick: flat, then a knee within a few percent. Bisection on the rate
-    brackets it from the throughput bound down; common random numbers keep the curve monotone in practice."""
+    brackets it from the throughput bound down; common random numbers keep the curve monotone in practice.
+    With a start (a knee found for another seed or profile, scaled), the bracket is searched around it in
+    2% steps, which saves most of the runs."""
     search = runs.search
     bound = nominal_capacity(groups, runs.demand)
     high, low = bound, 0.0
-    probe = 0.93 * bound  # where the knee usually sits (continuous batching keeps replicas ~93% busy)
+    # Without a start: where the knee usually sits (continuous batching keeps replicas ~93% busy).
+    probe = min(start, bound) if start else 0.93 * bound
+    down = 0.98 if start else 0.9
     low_p99 = math.inf
     while low == 0.0:
         measured = runs.p99(groups, probe, seconds, seed)
@@ -198,33 +219,43 @@ def _knee(
             low, low_p99 = probe, measured
         else:
             high = probe
-            probe *= 0.9
+            probe *= down
+            down = max(0.5, down - (1 - down))  # widen the steps down: 2%, 4%, 8%...
             if probe < bound * 1e-3:
                 raise PlanError(
                     f"no load meets a p99 TTFT of {search.slo_ms:g} ms: prefilling the longest prompts "
                     "alone takes about that long"
                 )
-    # A first step close above the probe: the knee is rarely more than a few percent away.
-    step = min(high, low * 1.03)
+    # A first step close above: the knee is rarely more than a few percent away.
+    up = 1.02 if start else 1.03
+    step = min(high, low * up)
     while high - low > search.precision * low:
         middle = step if step < high else (low + high) / 2
-        step = math.inf
         measured = runs.p99(groups, middle, seconds, seed)
         if measured <= search.slo_ms:
             low, low_p99 = middle, measured
+            step = low * up if start else math.inf  # from a start, keep stepping up while it passes
         else:
             high = middle
-    if verify_seconds is not None and verify_seconds > seconds:
-        # A full hour holds rarer bursts than a window, so its knee sits a little lower: start 1% down,
-        # which passes at the first run in most cases (a run of the hour costs six of the window).
-        low *= 0.99
-        for _ in range(50):
-            measured = runs.p99(groups, low, verify_seconds, seed)
-            if measured <= search.slo_ms:
-                return low, measured
-            low *= 0.99
-        raise PlanError(f"the full window never meets a p99 TTFT of {search.slo_ms:g} ms near the knee")
+            step = math.inf
     return low, low_p99
+
+
+def _verified(
+    groups: Sequence[HostGroup], runs: _Runs, knee: float, seconds: float, seed: int
+) -> tuple[float, float]:
+    """The knee confirmed over the longer window: 1% lower, and another 1% at a time until it agrees.
+
+    A full hour holds rarer bursts than a window, so its knee sits a little lower: starting 1% down passes
+    at the first run in most cases (a run of the hour costs six of the window)."""
+    search = runs.search
+    rate = knee * 0.99
+    for _ in range(50):
+        measured = runs.p99(groups, rate, seconds, seed)
+        if measured <= search.slo_ms:
+            return rate, measured
+        rate *= 0.99
+    raise PlanError(f"the full window never meets a p99 TTFT of {search.slo_ms:g} ms near the knee")
 
 
 def knee_of(
@@ -242,30 +273,39 @@ def knee_of(
     part, share = slice_of(groups, search.slice_hosts, demand)
     runs = _Runs(demand, search, on_simulation)
     window = seconds or search.window_seconds
-    verify = search.verify_seconds if seconds is None and search.verify_seconds > window else None
-    knee, _ = _knee(part, runs, window, search.seed if seed is None else seed, verify)
-    return knee / share
+    seed = search.seed if seed is None else seed
+    found = _knee(part, runs, window, seed)
+    if seconds is None and search.verify_seconds > window:
+        found = _verified(part, runs, found[0], search.verify_seconds, seed)
+    return found[0] / share
 
 
 def _slice_knee(part: Sequence[HostGroup], runs: _Runs, knees: Knees) -> tuple[float, float]:
     """The slice's knee and the p99 there, bisected in the search's window and confirmed over its
-    verification window: one measurement for the fast path and the direct search alike, found once per
-    slice, demand, SLO and seed and shared by every region of that shape."""
-    search = runs.search
-    verify = search.verify_seconds if search.verify_seconds > search.window_seconds else None
-    key = (
-        tuple(part),
-        runs.demand,
-        search.slo_ms,
-        search.window_seconds,
-        verify,
-        search.seed,
-        search.balancer,
-    )
+    verification window when that is longer: one measurement for the fast path and the direct search
+    alike, found once per slice, demand, SLO and seed and shared by every region of that shape."""
+    search, demand = runs.search, runs.demand
+    # The window's knee and the hour's are cached apart, so a search without the hour (the ranges) at the
+    # plan's own profile and seed reuses the plan's bisection.
+    key = (tuple(part), demand, search.slo_ms, search.window_seconds, search.window_requests)
+    key += (search.seed, search.balancer)
     found = knees.get(key)
     if found is None:
-        found = _knee(part, runs, search.window_seconds, search.seed, verify)
+        part_bound = nominal_capacity(part, demand)
+        # Other seeds start from the knee of the first: the same curve drawn again. Other profiles start
+        # afresh, as the plan's own search would: on a peaky forecast p99 against rate is jagged, and a
+        # search from elsewhere stops at another of its crossings.
+        start_key = key[:-2]
+        found = _knee(part, runs, search.window_seconds, search.seed, knees.start(start_key, part_bound))
         knees.put(key, *found)
+        knees.remember(start_key, part_bound, found[0])
+    if search.verify_seconds > search.window_seconds:
+        hour_key = (*key, search.verify_seconds)
+        verified = knees.get(hour_key)
+        if verified is None:
+            verified = _verified(part, runs, found[0], search.verify_seconds, search.seed)
+            knees.put(hour_key, *verified)
+        found = verified
     return found
 
 
@@ -305,7 +345,7 @@ def size_region(
         sized = _scaled(templates, mix, demand, rate, search, bound, runs, knees, measure)
         if sized is not None:
             return sized
-    return _direct(templates, mix, demand, rate, search, bound, runs, knees)
+    return _direct(templates, mix, demand, rate, search, bound, runs, knees, measure)
 
 
 def _scaled(
@@ -358,6 +398,7 @@ def _direct(
     bound: int,
     runs: _Runs,
     knees: Knees,
+    measure: bool = True,
 ) -> Sized:
     def p99(total: int, seconds: float) -> tuple[float, tuple[int, ...]]:
         part, share = slice_of(_groups(templates, fleet_counts(total, mix)), search.slice_hosts, demand)
@@ -385,6 +426,8 @@ def _direct(
         measured, slice_counts = p99(candidate, search.verify_seconds)
         if measured <= search.slo_ms:
             counts = fleet_counts(candidate, mix)
+            if not measure:  # the ranges need the hosts only
+                return Sized(candidate, counts, measured, runs.simulated, runs.simulations, slice_counts)
             fleet = _groups(templates, counts)
             part, share = slice_of(fleet, search.slice_hosts, demand)
             # "SLO crossed at" as the fast path measures it (confirmed over the verification window),
@@ -441,7 +484,7 @@ class RegionPlan:
     output_tokens: float = 0.0
     hosts_without_failover: int = 0  # total, if sized for its own peak plus headroom only
     cost_without_failover: float = 0.0  # per hour
-    seed_hosts: tuple[int, ...] = ()  # the region's hosts at each seed of the spread (shorter windows)
+    seed_hosts: tuple[int, ...] = ()  # the region's hosts at each seed of the spread (the search's windows)
     hosts_without_speculative: int = 0  # total, if the fleets' profiles had no speculative decoding
 
     @property
@@ -524,7 +567,11 @@ def _plan_region(
     on_simulation: Callable[[], None] | None,
     knees: Knees,
 ) -> RegionPlan:
-    short = replace(search, window_seconds=search.range_seconds, verify_seconds=search.range_seconds)
+    # The profiles' low and high figures are sized as the plan is (windows of at least
+    # search.window_requests requests, then the full hour). The other seeds are searched in the same
+    # windows but not confirmed over the hour: each is scaled to the plan's fleet by the same search at the
+    # plan's own seed, which the hour moved by its own step (the fast path reuses that bisection).
+    window = replace(search, verify_seconds=search.window_seconds)
 
     def total(templates: Sequence[HostGroup], rate: float, how: Search) -> int:
         return size_region(
@@ -539,10 +586,8 @@ def _plan_region(
     sized = size_region(
         region.templates, region.mix, region.demand, design.rate, search, on_simulation, knees
     )
-    # The ranges (profiles' high and low throughput, other seeds) are searched in short windows and
-    # scaled to the plan's own fleet by the short search at the plan's profile and seed.
     at_seed = [
-        total(region.templates, design.rate, replace(short, seed=search.seed + offset))
+        total(region.templates, design.rate, replace(window, seed=search.seed + offset))
         for offset in range(search.seeds)
     ]
 
@@ -550,8 +595,8 @@ def _plan_region(
         return round(sized.scale * hosts / at_seed[0]) if at_seed[0] else 0
 
     seeds = tuple(sum(hosts_of(scaled(hosts))) for hosts in at_seed)
-    low = hosts_of(scaled(total(region.templates_high, design.rate, short)))
-    high = hosts_of(scaled(total(region.templates_low, design.rate, short)))
+    low = hosts_of(total(region.templates_high, design.rate, search))
+    high = hosts_of(total(region.templates_low, design.rate, search))
     normal_rate = design.peak * (1 + headroom)
     without_failover = total(region.templates, normal_rate, search) if design.rate > normal_rate else 0
     without_speculative = (

@@ -9,7 +9,7 @@ from datetime import datetime
 from rich.table import Table
 
 from planner.forecast import Forecast
-from planner.plan import RegionPlan
+from planner.plan import RegionPlan, Search
 
 
 def _span(low: float, high: float) -> str:
@@ -151,11 +151,7 @@ def notes(
             "over a plan for each region's own peak plus headroom; "
             f"{(cost - without) * hours:,.0f} {currency} over the window."
         )
-    lines.append(
-        "Ranges: hosts and cost at the high and low end of each profile's throughput range; seeds: the "
-        "region's hosts at other random seeds. Both are searched in one-minute windows and scaled to the "
-        "plan's fleet by the same short search at its own profile and seed."
-    )
+    lines.append(range_sources(plans))
     speculative = [(p, f) for p in plans for f in p.fleets if f.decode_speedup != 1.0]
     if speculative:
         parts = ", ".join(
@@ -210,8 +206,9 @@ def basis_lines(plans: Sequence[RegionPlan], currency: str, max_factor: float) -
         names = ", ".join(plan.region for plan in alike)
         lines.append(
             f"SLO crossed at ({names}): the p99 TTFT of a {hosts} slice crosses the SLO at "
-            f"{knee:,.1f} requests/s (bisected over ten-minute windows, confirmed over the peak hour, "
-            "the same in the fast path and --direct); each region's figure is that knee over the slice's "
+            f"{knee:,.1f} requests/s (bisected over ten-minute windows holding at least "
+            f"{Search.window_requests:,} requests, confirmed over the peak hour, the same in the fast path "
+            "and --direct); each region's figure is that knee over the slice's "
             "share of the region's capacity"
             + (
                 ", so regions sized to the same design rule show the same headroom by construction"
@@ -221,6 +218,29 @@ def basis_lines(plans: Sequence[RegionPlan], currency: str, max_factor: float) -
             + "."
         )
     return lines
+
+
+def range_sources(plans: Sequence[RegionPlan], window_requests: int = Search.window_requests) -> str:
+    """How much of the hosts' range comes from the profiles' low and high figures and how much from the
+    random seeds, each as the order's total and its distance from the plan."""
+    hosts = sum(p.hosts for p in plans)
+    low = sum(f.hosts_range[0] for p in plans for f in p.fleets)
+    high = sum(f.hosts_range[1] for p in plans for f in p.fleets)
+    seed_low = sum(min(p.seed_hosts) if p.seed_hosts else p.hosts for p in plans)
+    seed_high = sum(max(p.seed_hosts) if p.seed_hosts else p.hosts for p in plans)
+
+    def share(value: int) -> str:
+        return f"{value / hosts - 1:+.0%}" if hosts else "-"
+
+    seeds = max(len(p.seed_hosts) for p in plans) if plans else 0
+    return (
+        f"Where the range comes from: the profiles' high and low throughput figures put the order at "
+        f"{low:,}-{high:,} hosts ({share(low)} / {share(high)} of {hosts:,}); {seeds} random seeds at the "
+        f"plan's profile put it at {seed_low:,}-{seed_high:,} ({share(seed_low)} / {share(seed_high)}), "
+        "the search's own precision. The profiles' figures are sized as the plan is (windows of at least "
+        f"{window_requests:,} requests, then the full hour); the seeds in the same windows, scaled to the "
+        "plan's fleet by the search at its own seed."
+    )
 
 
 def case_study_lines(forecast: Forecast, plans: Sequence[RegionPlan]) -> list[str]:

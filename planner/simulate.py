@@ -331,19 +331,21 @@ def simulate(
 
     def continuous_step(replica: _Replica, now: float) -> None:
         running = replica.running
-        if replica.decoding:
-            replica.tokens += round((now - replica.decode_start) / replica.step)
-            replica.decoding = False
         tokens = replica.tokens
+        if replica.decoding:
+            tokens += round((now - replica.decode_start) / replica.step)
+            replica.tokens = tokens
+            replica.decoding = False
         if running and running[0][0] <= tokens:
-            host = replica.host
+            done = 0
             longest_left = False
             while running and running[0][0] <= tokens:
                 request = pop(running)[1]
                 finish[request] = now
-                host_out[host] -= 1
-                replica.outstanding -= 1
+                done += 1
                 longest_left = longest_left or offset[request] == replica.longest_offset
+            host_out[replica.host] -= done
+            replica.outstanding -= done
             if longest_left and replica.buckets:
                 replica.longest_offset = max((offset[r] for _, r in running), default=-(1 << 62))
         queue = replica.queue
@@ -353,8 +355,9 @@ def simulate(
             time = now
             inv_prefill = replica.inv_prefill
             prompt = replica.prompt
+            popleft = queue.popleft
             for _ in range(free if free < len(queue) else len(queue)):
-                request = queue.popleft()
+                request = popleft()
                 time += prompt[request] * inv_prefill
                 ttft[request] = time - arrival[request]
                 push(running, (tokens + output[request] - 1, request))
@@ -436,9 +439,18 @@ def simulate(
                 handle(replica, time)
 
     least_outstanding = balancer is Balancer.LEAST_OUTSTANDING
+    bounded, queued_limit = max_queued is not None, max_queued or 0
+    ceil = math.ceil
     for request in range(count):
         now = arrival[request]
-        if events and events[0][0] <= now:
+        if not static:
+            # advance(now), inlined: the loop's hottest lines, a function call per arrival saved
+            while events and events[0][0] <= now:
+                time, key = pop(events)
+                replica = replicas[key]
+                if time == replica.event_time:  # otherwise an earlier boundary replaced this event
+                    continuous_step(replica, time)
+        elif events and events[0][0] <= now:
             advance(now)
         # The first host with the fewest outstanding (index of the min runs in C, unlike min with a key).
         host = host_out.index(min(host_out)) if least_outstanding else request % hosts
@@ -448,7 +460,7 @@ def simulate(
             if candidate.outstanding < replica.outstanding:
                 replica = candidate
         served_by[request] = replica.index
-        if max_queued is not None and replica.outstanding >= replica.cap + max_queued:
+        if bounded and replica.outstanding >= replica.cap + queued_limit:
             shed[request] = True
             ttft[request] = finish[request] = math.nan
             continue
@@ -461,9 +473,8 @@ def simulate(
             handle(replica, now)
         elif replica.decoding and len(replica.running) < replica.cap:
             # Join at the next decode step boundary rather than at the next completion.
-            boundary = (
-                replica.decode_start + math.ceil((now - replica.decode_start) / replica.step) * replica.step
-            )
+            start, step = replica.decode_start, replica.step
+            boundary = start + ceil((now - start) / step) * step
             if boundary < replica.event_time:
                 replica.event_time = boundary
                 push(events, (boundary, replica.index))

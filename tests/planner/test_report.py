@@ -89,3 +89,18 @@ def test_the_notes_state_the_cost_basis_the_max_rule_and_the_knee_each_region_re
     assert "same in the fast path and --direct" in shared and "by construction" in shared
     own = next(line for line in lines if line.startswith("SLO crossed at (us-east-2)"))
     assert "90.0 requests/s" in own and "by construction" not in own
+
+
+def test_the_notes_say_how_much_of_the_range_is_the_profiles_and_how_much_the_seeds() -> None:
+    lines = " ".join(
+        notes(
+            [PLAN],
+            1000,
+            "USD",
+            datetime.fromisoformat("2027-07-08T00:00:00Z"),
+            datetime.fromisoformat("2027-07-09T00:00:00Z"),
+        )
+    )
+    # 270-600 hosts over the profiles' figures against 300 planned; 300-306 over 3 seeds.
+    assert "throughput figures put the order at 270-600 hosts (-10% / +100% of 300)" in lines
+    assert "3 random seeds at the plan's profile put it at 300-306 (+0% / +2%)" in lines
