@@ -127,20 +127,24 @@ def test_lost_requests_are_held_to_the_scenarios_budget():
     )
 
 
+def us_east_2_shedding_a_third(**more: float) -> dict:
+    """30 minutes of us-east-2 offered 300 rps, serving 200 and shedding 100, no room elsewhere."""
+    full = {(m, name): {"capacity_rps": 100.0} for m in range(30) for name in WEIGHTS}
+    shedding = {
+        "offered_rps": 300.0,
+        "served_rps": 200.0,
+        "good_rps": 200.0,
+        "shed_rps": 100.0,
+        "overload_shed_rps": 100.0,
+        **more,
+    }
+    return full | {(m, "us-east-2"): dict(shedding) for m in range(30)}
+
+
 def test_sheds_of_demand_beyond_a_targets_capacity_are_neither_slo_errors_nor_lost_against_the_budget():
     """us-east-2 offered 300 rps with 200 it can serve: the 100 it sheds at the edge are overload's
     answer, judged by goodput; a shed within its capacity, or an engine's error, is judged as lost."""
-    full = {(m, name): {"capacity_rps": 100.0} for m in range(30) for name in WEIGHTS}  # no room elsewhere
-    overloaded = full | {
-        (m, "us-east-2"): {
-            "offered_rps": 300.0,
-            "served_rps": 200.0,
-            "good_rps": 200.0,
-            "shed_rps": 100.0,
-            "overload_shed_rps": 100.0,
-        }
-        for m in range(30)
-    }
+    overloaded = us_east_2_shedding_a_third()
     summary = judge(scenario(lost_requests=0, goodput=0.99), day(changes=overloaded), RULES)
     assert summary.verdict == "pass", summary.violations
     assert summary.requests_lost == 100 * 60 * 30  # still reported
@@ -182,18 +186,7 @@ def test_sheds_within_the_planned_capacity_are_the_systems_loss_beyond_it_overlo
     ahead = RegionMinute(**{**vars(late), "planned_capacity_rps": 150.0})
     assert judged_lost_rps(ahead, 1.0) == pytest.approx(0.0)
 
-    full = {(m, name): {"capacity_rps": 100.0} for m in range(30) for name in WEIGHTS}  # no room elsewhere
-    raised_late = full | {
-        (m, "us-east-2"): {
-            "offered_rps": 300.0,
-            "served_rps": 200.0,
-            "good_rps": 200.0,
-            "shed_rps": 100.0,
-            "overload_shed_rps": 100.0,
-            "planned_capacity_rps": 260.0,
-        }
-        for m in range(30)
-    }
+    raised_late = us_east_2_shedding_a_third(planned_capacity_rps=260.0)
     summary = judge(scenario(lost_requests=0, goodput=0.0), day(changes=raised_late), RULES)
     assert "us-east-2: SLO missed in 30 minutes" in summary.violations[0]
     assert summary.violations[1].startswith(f"{60 * 60 * 30:,} requests lost")
