@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.container.conftest import ARTIFACTS_BUCKET
+
 REPO_DIR = Path(__file__).resolve().parents[3]
 GOOD_ROWS = 18
 BAD_ROWS = 2
@@ -73,31 +75,17 @@ def test_a_limit_out_of_range_names_the_make_variable(tmp_path: Path) -> None:
     assert "MAX_BAD_FRACTION=" in result.stderr and "between 0 and 1" in result.stderr
 
 
-def test_upload_writes_a_new_build_then_the_pointer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_upload_writes_a_new_build_then_the_pointer(tmp_path: Path, artifacts_bucket) -> None:
     """The command behind `make index UPLOAD=`, against moto's S3."""
-    import boto3
-    from moto import mock_aws
-
     from assistant.retrieve import main
     from entrypoint.s3_fetch import S3Location, current_build
 
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        s3 = boto3.client("s3")
-        s3.create_bucket(Bucket="shop")
-        catalog = _catalog(tmp_path / "products.csv")
-        arguments = ["--catalog", str(catalog), "--index", str(tmp_path / "index"), "--no-progress"]
-        arguments += ["--max-bad-fraction", "0.1", "--upload", "s3://shop/catalog"]
-        assert main(arguments) == 0
-        build = current_build(s3, S3Location("shop", "catalog"))
-        assert build is not None and build.location.prefix.startswith("catalog/builds/")
-        keys = [item["Key"] for item in s3.list_objects_v2(Bucket="shop")["Contents"]]
-        assert "catalog/current.json" in keys
-        assert all(
-            key.startswith(f"{build.location.prefix}/") for key in keys if key != "catalog/current.json"
-        )
+    catalog = _catalog(tmp_path / "products.csv")
+    arguments = ["--catalog", str(catalog), "--index", str(tmp_path / "index"), "--no-progress"]
+    arguments += ["--max-bad-fraction", "0.1", "--upload", f"s3://{ARTIFACTS_BUCKET}/catalog"]
+    assert main(arguments) == 0
+    build = current_build(artifacts_bucket, S3Location(ARTIFACTS_BUCKET, "catalog"))
+    assert build is not None and build.location.prefix.startswith("catalog/builds/")
+    keys = [item["Key"] for item in artifacts_bucket.list_objects_v2(Bucket=ARTIFACTS_BUCKET)["Contents"]]
+    assert "catalog/current.json" in keys
+    assert all(key.startswith(f"{build.location.prefix}/") for key in keys if key != "catalog/current.json")
