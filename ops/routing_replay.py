@@ -16,7 +16,7 @@ from typing import Any
 from ops.routing_scenario import Minute, MinuteOfRegion, Scenario
 from orchestrator.routing.cells import decide_cells
 from orchestrator.routing.config import OrchestratorConfig, RegionTarget
-from orchestrator.routing.history import weights_followed
+from orchestrator.routing.history import weights_requests_followed
 from orchestrator.routing.policy import PolicyParams, RegionMemory, RegionSignals
 from orchestrator.routing.signals import PERIOD_SECONDS, minute_to_read, read_newest
 from orchestrator.routing.state import KEEP_DECISIONS
@@ -27,6 +27,14 @@ FIRST_RUN = datetime(2027, 1, 1, tzinfo=UTC)
 NAMESPACE = "Rehearsal"
 MODEL = "rehearsal"
 REQUESTS_PER_MINUTE = 1000  # finished streams per minute behind each share (only the share is read)
+# A rehearsal states requests in flight, not a rate: each request is taken to last this long, so the rate
+# the policy weighs demand by is in flight over it (Little's law), the same for every region.
+SECONDS_PER_REQUEST = 6.0
+
+
+def requests_per_minute(figures: MinuteOfRegion) -> float:
+    """RequestFailed's SampleCount for a rehearsed minute: every request that reached the region."""
+    return max(figures.requests_in_flight * PERIOD_SECONDS / SECONDS_PER_REQUEST, 1.0)
 
 
 def groups_of(names: Iterable[str]) -> dict[str, tuple[str, ...]]:
@@ -55,6 +63,7 @@ def statistics(figures: MinuteOfRegion, gauge_interval_seconds: int) -> dict[tup
     ):
         # Average = Sum / SampleCount of the 0/1 values, as CloudWatch computes it.
         found[metric, "Average"] = share * REQUESTS_PER_MINUTE / REQUESTS_PER_MINUTE
+    found["RequestFailed", "SampleCount"] = requests_per_minute(figures)
     for metric, total in (
         ("RequestsInFlight", figures.requests_in_flight),
         ("ServingSlots", figures.serving_slots),
@@ -147,15 +156,15 @@ def replay(scenario: Scenario, params: PolicyParams, gauge_interval_seconds: int
                 min_hosts[name] = figures.min_hosts
         config = rehearsal_config(scenario, params, min_hosts, gauge_interval_seconds)
         signals: dict[str, RegionSignals | None] = {}
-        followed: dict[str, int] = {}
+        followed: dict[str, float] = {}
         for region in config.regions:
             signals[region.name], read = read_newest(
                 cloudwatch[region.name], config, region, run_minute, last_read[region.name]
             )
             last_read[region.name] = read or last_read[region.name]
-            followed[region.name] = weights_followed(decisions, read, {region.name: weights[region.name]})[
-                region.name
-            ]
+            followed[region.name] = weights_requests_followed(
+                decisions, read, {region.name: weights[region.name]}
+            )[region.name]
         decision = decide_cells(
             params, budget, weights, signals, memory, groups_of(scenario.regions), followed=followed
         )

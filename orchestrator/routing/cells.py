@@ -69,6 +69,11 @@ def region_signals_of(
         requests_in_flight=in_flight,
         degraded=any(s.degraded for s in chosen),
         shed_share=shed,
+        requests_per_second=(
+            sum(s.requests_per_second for s in chosen)  # type: ignore[misc]
+            if all(s.requests_per_second is not None for s in chosen)
+            else None
+        ),
     )
     if not kept and not combined.problems(params):
         # Every cell is bad, each for its own reason (one short of hosts, one with errors): so is the region.

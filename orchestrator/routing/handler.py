@@ -33,12 +33,20 @@ from . import records
 from .cells import decide_cells
 from .config import OrchestratorConfig, RegionTarget
 from .config_source import ConfigCache
-from .history import ahead_of_clock, legacy_weights, parse_time, starting_weights, weights_followed
+from .history import ahead_of_clock, legacy_weights, parse_time, starting_weights, weights_requests_followed
 from .override import Override, OverrideError, parse_override
 from .policy import Decision, RegionSignals
 from .run_lock import TABLE_VARIABLE as LOCK_TABLE_VARIABLE
 from .run_lock import RunLock
-from .signals import Endpoint, SignalReadError, read_endpoint, read_newest
+from .signals import (
+    GET_PARAMETERS_MAX_NAMES,
+    Endpoint,
+    SignalReadError,
+    endpoints_from,
+    read_endpoints,
+    read_newest_of,
+    read_parameters,
+)
 from .state import RunState, parse_state
 
 ClientFactory = Callable[[str, str], Any]  # (service, region) -> boto3 client
@@ -76,15 +84,10 @@ def _parse_time(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _parameter(ssm: Any, name: str) -> dict[str, Any] | None:
-    try:
-        return ssm.get_parameter(Name=name)["Parameter"]
-    except ssm.exceptions.ParameterNotFound:
-        return None
-
-
-def read_override(ssm: Any, config: OrchestratorConfig, now: datetime) -> tuple[Override | None, list[str]]:
-    parameter = _parameter(ssm, config.override_parameter)
+def override_of(
+    parameter: dict[str, Any] | None, config: OrchestratorConfig, now: datetime
+) -> tuple[Override | None, list[str]]:
+    """The operator's pin from its parameter (None when there is none), and what of it was ignored."""
     try:
         override = parse_override(parameter["Value"] if parameter else None, config.region_names)
     except OverrideError as error:
@@ -100,18 +103,29 @@ def read_override(ssm: Any, config: OrchestratorConfig, now: datetime) -> tuple[
     return override, notes
 
 
-def _read_region(
+Read = tuple[Endpoint | None, RegionSignals | None, datetime | None]
+
+
+def _read_aws_region(
     ssm: Any,
     cloudwatch: Any | None,
     config: OrchestratorConfig,
-    region: RegionTarget,
+    targets: list[RegionTarget],
     minute: datetime,
-    after: datetime | None,
-) -> tuple[Endpoint | None, RegionSignals | None, datetime | None]:
-    endpoint = read_endpoint(ssm, region)
+    after: dict[str, datetime | None],
+    parameters: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Read | SignalReadError]:
+    """The targets of one AWS region (a region, or its cells) with one call of each API for all of them:
+    a region of four cells costs three requests a run, not twelve. `parameters`: their endpoints'
+    parameters, when the run has read them already (the home region's, with the state)."""
+    endpoints = read_endpoints(ssm, targets) if parameters is None else endpoints_from(parameters, targets)
     if cloudwatch is None:
-        return endpoint, None, None
-    return endpoint, *read_newest(cloudwatch, config, region, minute, after)
+        return {name: (endpoint, None, None) for name, endpoint in endpoints.items()}
+    newest = read_newest_of(cloudwatch, config, targets, minute, after)
+    return {
+        name: found if isinstance(found, SignalReadError) else (endpoints[name], *found)
+        for name, found in newest.items()
+    }
 
 
 def read_regions(
@@ -121,47 +135,61 @@ def read_regions(
     deadline: float,
     with_signals: bool = True,
     last_read: dict[str, str] | None = None,
+    read_in: tuple[str, dict[str, dict[str, Any]]] | None = None,
 ) -> tuple[dict[str, Endpoint | None], dict[str, RegionSignals | None], list[str], dict[str, datetime]]:
-    """Every region at once. A region whose APIs fail, hang past `deadline` or have no complete minute
-    newer than the one it read last run (`last_read`) has missing metrics this run (it holds); the others
-    are still decided. Also returns the minute each region's signals are from."""
+    """Every AWS region at once, each in a thread of its own. A region whose APIs fail, hang past
+    `deadline` or have no complete minute newer than the one it read last run (`last_read`) has missing
+    metrics this run (it holds); the others are still decided. Also returns the minute each region's
+    signals are from. The cells of a region share its AWS region's APIs, so they are read together (one
+    call of each API for all of them) and an API that fails or hangs there misses them all, as it would
+    one call at a time. `read_in`: an AWS region whose endpoint parameters the run has read already,
+    and what it read there."""
     last_read = last_read or {}
+    by_aws_region: dict[str, list[RegionTarget]] = {}
+    for region in config.regions:
+        by_aws_region.setdefault(region.client_region, []).append(region)
     # Clients are made here, in one thread: creating boto3 clients is not thread-safe, using them is.
     clients = {
-        region.name: (
-            client("ssm", region.client_region),
-            client("cloudwatch", region.client_region) if with_signals else None,
+        aws_region: (
+            client("ssm", aws_region),
+            client("cloudwatch", aws_region) if with_signals else None,
         )
-        for region in config.regions
+        for aws_region in by_aws_region
     }
     endpoints: dict[str, Endpoint | None] = {region.name: None for region in config.regions}
     signals: dict[str, RegionSignals | None] = {region.name: None for region in config.regions}
     read: dict[str, datetime] = {}
     notes: list[str] = []
-    pool = ThreadPoolExecutor(max_workers=len(config.regions), thread_name_prefix="region")
+    pool = ThreadPoolExecutor(max_workers=len(by_aws_region), thread_name_prefix="region")
     futures = {
-        pool.submit(
-            _read_region,
-            *clients[region.name],
+        aws_region: pool.submit(
+            _read_aws_region,
+            *clients[aws_region],
             config,
-            region,
+            targets,
             minute,
-            parse_time(last_read[region.name]) if region.name in last_read else None,
-        ): region.name
-        for region in config.regions
+            {t.name: parse_time(last_read[t.name]) if t.name in last_read else None for t in targets},
+            read_in[1] if read_in and read_in[0] == aws_region else None,
+        )
+        for aws_region, targets in by_aws_region.items()
     }
-    done, _ = wait(futures, timeout=deadline)
+    done, _ = wait(futures.values(), timeout=deadline)
     # Don't wait for a hung region: its thread ends when its client's timeouts run out.
     pool.shutdown(wait=False, cancel_futures=True)
-    for future, name in futures.items():
+    for region in config.regions:  # the notes in config's order, as one read per target gave them
+        name, future = region.name, futures[region.client_region]
         if future not in done:
             notes.append(f"{name}: not read within {deadline:.0f} s")
             continue
         try:
-            endpoints[name], signals[name], minute_read = future.result()
-        except (BotoCoreError, ClientError, SignalReadError) as error:
+            found = future.result()[name]
+        except (BotoCoreError, ClientError) as error:
             notes.append(f"{name}: not read ({error})")
             continue
+        if isinstance(found, SignalReadError):
+            notes.append(f"{name}: not read ({found})")
+            continue
+        endpoints[name], signals[name], minute_read = found
         if minute_read is not None:
             read[name] = minute_read
     return endpoints, signals, notes, read
@@ -198,7 +226,19 @@ def run(
     home_ssm = client("ssm", home_region)
     route53 = client("route53", home_region)
     known["phase"] = "read state"
-    stored = _parameter(home_ssm, config.state_parameter)
+    # The state, the operator's pin and the home region's endpoints in one GetParameters (a name not found
+    # is listed as invalid; the home region's endpoints join while the call stays within its 10 names).
+    names = [config.state_parameter, config.override_parameter]
+    endpoint_names = [
+        name
+        for region in config.regions
+        if region.client_region == home_region
+        for name in (region.endpoint_parameter, region.health_check_parameter)
+    ]
+    fold = len(names) + len(endpoint_names) <= GET_PARAMETERS_MAX_NAMES
+    home = read_parameters(home_ssm, names + endpoint_names if fold else names)
+    read_in = (home_region, home) if fold else None
+    stored = home.get(config.state_parameter)
     state = parse_state(stored["Value"] if stored else None)
     state_notes: list[str] = []
     if ahead_of_clock(now, state.minute) is not None:
@@ -214,7 +254,9 @@ def run(
     known["weights_in_route53"] = {region: record.weight for region, record in existing.items()}
     if state.minute == _iso(minute):
         known["phase"] = "repeat"
-        endpoints, _, notes, _ = read_regions(config, client, minute, read_deadline, with_signals=False)
+        endpoints, _, notes, _ = read_regions(
+            config, client, minute, read_deadline, with_signals=False, read_in=read_in
+        )
         batch = records.changes(config.domain_name, state.targets, endpoints, existing)
         rejected = records.apply_changes(
             route53, config.hosted_zone_id, batch, f"traffic orchestrator: repeat of {_iso(minute)}"
@@ -224,11 +266,11 @@ def run(
 
     known["phase"] = "read regions"
     endpoints, signals, notes, read = read_regions(
-        config, client, minute, read_deadline, last_read=state.read
+        config, client, minute, read_deadline, last_read=state.read, read_in=read_in
     )
     notes = [*state_notes, *notes]
     known["notes"] = notes
-    override, override_notes = read_override(home_ssm, config, now)
+    override, override_notes = override_of(home.get(config.override_parameter), config, now)
     notes.extend(override_notes)
 
     legacy = {name: record.weight for name, record in existing.items() if name not in config.region_names}
@@ -237,9 +279,10 @@ def run(
         {name: record.weight for name, record in existing.items() if name in config.region_names},
         legacy,
     )
-    # The weights each target's requests followed in the minute its signals are from.
+    # The weights each target's requests followed in the minute its signals are from (and, through resolvers'
+    # caches, the minutes before it).
     followed = {
-        name: weights_followed(state.decisions, read.get(name), {name: weight})[name]
+        name: weights_requests_followed(state.decisions, read.get(name), {name: weight})[name]
         for name, weight in current.items()
     }
     decision = decide_cells(

@@ -35,6 +35,17 @@ GAIN = 0.5
 MIN_LOAD = 1.0
 # How far one region's measured weight per slot of demand may stray from the median (a factor each way).
 C_SPREAD = 2.0
+# Share of its weight a region slow at its first token gives away per run (of the weight its slow minute
+# followed, so runs that read minutes from before the last cut do not cut again): the latency term.
+LATENCY_CUT = 0.25
+# Runs a region slow at its first token holds its weight (gains none) after its last slow run: long, so a
+# region slow only above some load probes for its lost share every quarter of an hour rather than swinging
+# every few minutes. At most RECENT_MASK's bits.
+SLOW_HOLD_RUNS = 15
+# The latency term acts once a region's slow-first-token share passes this share of the objective's (1%:
+# a p99 objective): a slow minute reaches the weights 3-4 minutes later (the metrics' delay, two runs to
+# confirm, resolvers following), so waiting for the objective itself to be missed misses it for as long.
+LATENCY_MARGIN = 0.5
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,14 @@ class RegionSignals:
     requests_in_flight: float
     degraded: bool = False  # the region's drain alarm (named in config) is in ALARM
     shed_share: float = 0.0  # requests refused at once for overload: not failures, a measure of demand
+    # Requests that reached the region per second, shed ones included (None where not published): what its
+    # weight draws, unlike requests in flight, which also grow with the time each one takes.
+    requests_per_second: float | None = None
+
+    def slow(self, params: PolicyParams) -> bool:
+        """First tokens late enough to act on: over LATENCY_MARGIN of the share the objective allows (its
+        p99 near the objective, p99.5 over it)."""
+        return self.slow_first_token_share > LATENCY_MARGIN * params.slow_first_token_share
 
     def problems(self, params: PolicyParams) -> list[str]:
         """Hard faults only: the slow-first-token share and the shed share rise with load, so they move
@@ -108,6 +127,16 @@ class RegionMemory:
     bad_runs: int = 0
     good_runs: int = 0
     recent: int = 0  # one bit per run read, newest lowest: 1 where the run was bad
+    slow: int = 0  # the same for first tokens over the objective (the latency term's history)
+
+    def slow_confirmed(self, params: PolicyParams) -> bool:
+        """Slow in each of the last `bad_runs_to_drain` runs read: a one-minute blip moves nothing."""
+        runs = (1 << params.bad_runs_to_drain) - 1
+        return self.slow & runs == runs
+
+    def slow_lately(self) -> bool:
+        """Slow in any of the last SLOW_HOLD_RUNS runs read: not yet fast long enough to gain weight back."""
+        return bool(self.slow & ((1 << SLOW_HOLD_RUNS) - 1))
 
     def bad_in_window(self, params: PolicyParams) -> int:
         return (self.recent & ((1 << params.window_runs) - 1)).bit_count()
@@ -167,9 +196,12 @@ def remember(
         return memory, []
     problems = signals.problems(params)
     recent = ((memory.recent << 1) | bool(problems)) & RECENT_MASK
+    # Slow while otherwise healthy only: a region bad for errors is drained by the hard-fault rules, and its
+    # slow minutes then must not hold it at the floor once it recovers.
+    slow = ((memory.slow << 1) | (signals.slow(params) and not problems)) & RECENT_MASK
     if problems:
-        return RegionMemory(bad_runs=memory.bad_runs + 1, good_runs=0, recent=recent), problems
-    return RegionMemory(bad_runs=0, good_runs=memory.good_runs + 1, recent=recent), problems
+        return RegionMemory(memory.bad_runs + 1, 0, recent, slow), problems
+    return RegionMemory(0, memory.good_runs + 1, recent, slow), problems
 
 
 def confirmed_bad(params: PolicyParams, memory: RegionMemory, problems: list[str]) -> bool:
@@ -181,16 +213,20 @@ def confirmed_bad(params: PolicyParams, memory: RegionMemory, problems: list[str
 def balanced_shares(signals: Mapping[str, RegionSignals], followed: Mapping[str, int]) -> dict[str, float]:
     """Each region's part (summing to 1) at which every region runs at the same utilisation.
 
-    A region's demand follows its weight: load_i = w_i / c_i, c_i its weight per slot of demand (measured:
-    the weight the signals' minute followed, over the load in it: the weight now would mistake the lag
-    for a change of c, and swing). Equal utilisation (load_i / slots_i the same everywhere) needs w_i in
-    proportion to slots_i x c_i. A region whose c cannot be measured (no weight, no load) takes the median
-    of the others'; with no load anywhere the split is by slots alone. The same split follows spare
-    capacity at low load and equalises utilisation in a global overload."""
+    A region's demand follows its weight: load_i = w_i / c_i, c_i its weight per request a second (per slot
+    of demand where request rates are not published: `_drawn`), measured: the weights the signals' minute
+    followed, over what it drew in it (the weight now would mistake the lag for a change of c, and swing).
+    Equal utilisation (load_i / slots_i the same everywhere) needs w_i in proportion to slots_i x c_i. A
+    region whose c cannot be measured (no weight, no load) takes the median of the others'; with no load
+    anywhere the split is by slots alone. The same split follows spare capacity at low load and equalises
+    utilisation in a global overload."""
     measured = {
-        r: followed.get(r, 0) / s.load
+        r: followed.get(r, 0) / drawn
         for r, s in signals.items()
-        if followed.get(r, 0) > 0 and s.load >= MIN_LOAD / max(len(signals), 1) and s.serving_slots > 0
+        if followed.get(r, 0) > 0
+        and s.load >= MIN_LOAD / max(len(signals), 1)
+        and s.serving_slots > 0
+        and (drawn := _drawn(s, by_requests(signals))) > 0
     }
     if sum(s.load for s in signals.values()) < MIN_LOAD or not measured:
         raw = {r: s.serving_slots for r, s in signals.items()}
@@ -206,6 +242,24 @@ def balanced_shares(signals: Mapping[str, RegionSignals], followed: Mapping[str,
     if total <= 0:
         return {r: 1 / len(signals) for r in signals} if signals else {}
     return {r: value / total for r, value in raw.items()}
+
+
+def by_requests(signals: Mapping[str, RegionSignals]) -> bool:
+    """Whether every region's request rate is known: c is then measured per request, else per slot of
+    demand."""
+    return bool(signals) and all(s.requests_per_second is not None for s in signals.values())
+
+
+def _drawn(signals: RegionSignals, requests: bool) -> float:
+    """What a region's weight drew in the minute: its request rate where every region's is known, else its
+    demand in slots. Requests in flight are the rate times the time each takes (Little's law), and that
+    time grows with load (1.9 s at a tenth of a fleet's bound, 7.5 s at it, on the game day's curves):
+    measured in flight, a region given more weight seems to draw more for it than it does, is given less
+    next run, and the weights swing (the unplanned-surge game day: a cell between 9 and 25 beside its
+    twin, shedding at the top of each swing). The request rate grows with the weight alone."""
+    if requests and signals.requests_per_second is not None:
+        return signals.requests_per_second
+    return signals.load
 
 
 def balanced_targets(
@@ -308,7 +362,7 @@ def decide(
         reason = _when_nobody_is_healthy(params, current, signals, plans)
     else:
         reason = ""
-        _rebalance(params, budget, current, eligible, plans, followed or current)
+        _rebalance(params, budget, current, eligible, plans, followed or current, new_memory)
     weights: dict[str, int] = {}
     for region, plan in plans.items():
         weight = current[region]
@@ -353,10 +407,12 @@ def _rebalance(
     eligible: Mapping[str, RegionSignals],
     plans: dict[str, _Plan],
     followed: Mapping[str, int],
+    memory: Mapping[str, RegionMemory] | None = None,
 ) -> None:
     """Healthy regions move toward the weights that equalise their utilisation (`balanced_targets`), GAIN
-    of the way per run. The healthy regions' total is not damped (load does not follow it: shares are
-    relative), so it never creeps toward the budget."""
+    of the way per run, within the latency term's caps (`latency_caps`: what a slow region gives up goes
+    to the fast regions with room). The healthy regions' total is not damped (load does not follow it:
+    shares are relative), so it never creeps toward the budget."""
     if not eligible:
         return
     others = sum(p.target for r, p in plans.items() if r not in eligible)
@@ -370,12 +426,90 @@ def _rebalance(
         for region, target in targets.items()
     }
     # Whole weights adding up to the healthy regions' budget exactly, so no total creeps run to run.
-    for region, weight in apportion(min(share_budget, MAX_WEIGHT * len(wanted)), wanted).items():
+    whole = apportion(min(share_budget, MAX_WEIGHT * len(wanted)), wanted)
+    caps, receivers = latency_caps(params, current, eligible, memory or {}, followed)
+    whole = give_to_receivers(whole, caps, receivers, eligible)
+    for region, weight in whole.items():
         plans[region].target = min(weight, MAX_WEIGHT)
-        if weight != current[region]:
-            signals = eligible[region]
+        signals = eligible[region]
+        if region in caps and caps[region] < current[region]:
+            plans[region].detail = (
+                f"first tokens slow ({signals.slow_first_token_share:.1%} over the objective) while "
+                f"{', '.join(sorted(receivers))} have room: gives weight away"
+            )
+        elif region in caps and weight == caps[region] and weight < wanted[region]:
+            plans[region].detail = "slow lately: holds until fast for a while"
+        elif weight != current[region]:
             utilisation = signals.load / signals.serving_slots if signals.serving_slots else 0.0
             plans[region].detail = f"utilisation {utilisation:.0%} -> {targets[region]:.0f}"
+
+
+def latency_caps(
+    params: PolicyParams,
+    current: Mapping[str, int],
+    eligible: Mapping[str, RegionSignals],
+    memory: Mapping[str, RegionMemory],
+    followed: Mapping[str, int],
+) -> tuple[dict[str, int], set[str]]:
+    """The latency term: the most each slow healthy region may weigh this run, and the regions that take
+    what they give up.
+
+    Equal utilisation gives a region whose engines lost speed its full share, and it misses the first-token
+    objective at that share. Weight leaves it only while another region can take it: fast (not slow in the
+    last SLOW_HOLD_RUNS runs) with spare slots. When none can (every region slow: a global overload), no
+    region is capped and weight follows spare slots alone: overload is not degradation. A region slow in
+    each of the last `bad_runs_to_drain` runs gives LATENCY_CUT of the weight its minute followed; one slow
+    in any of the last SLOW_HOLD_RUNS runs holds its weight (gains none): the hysteresis that keeps a region
+    whose slowness comes and goes with its load from swinging. Never below one above the floor: latency
+    moves weight, it never drains a region (the floor marks drained)."""
+    receivers = {
+        r
+        for r, s in eligible.items()
+        if not memory.get(r, RegionMemory()).slow_lately() and not s.slow(params) and s.spare_slots > 0
+    }
+    caps: dict[str, int] = {}
+    if not receivers:
+        return caps, receivers
+    least = params.floor + 1
+    for region, signals in eligible.items():
+        streak = memory.get(region, RegionMemory())
+        if region in receivers or not streak.slow_lately():
+            continue
+        if signals.slow(params) and streak.slow_confirmed(params):
+            cut = math.floor(followed.get(region, current[region]) * (1 - LATENCY_CUT))
+            caps[region] = max(min(cut, current[region]), min(least, current[region]))
+        else:
+            caps[region] = current[region]
+    return caps, receivers
+
+
+def give_to_receivers(
+    weights: Mapping[str, int],
+    caps: Mapping[str, int],
+    receivers: set[str],
+    eligible: Mapping[str, RegionSignals],
+) -> dict[str, int]:
+    """`weights` with each capped region at its cap at most, what that frees split over the receivers in
+    proportion to their spare slots (up to 255 each; any left over stays where it was)."""
+    result = dict(weights)
+    freed = 0
+    for region, cap in caps.items():
+        if result[region] > cap:
+            freed += result[region] - cap
+            result[region] = cap
+    if freed <= 0 or not receivers:
+        return result
+    room = {r: eligible[r].spare_slots for r in sorted(receivers)}
+    for region, extra in apportion(freed, room).items():
+        taken = min(extra, MAX_WEIGHT - result[region])
+        result[region] += taken
+        freed -= taken
+    if freed > 0:  # every receiver at 255: the capped regions keep the rest
+        for region in caps:
+            back = min(freed, weights[region] - result[region])
+            result[region] += back
+            freed -= back
+    return result
 
 
 def apportion(total: int, shares: Mapping[str, float]) -> dict[str, int]:

@@ -39,6 +39,13 @@ LOOKBACK_MINUTES = 5
 COMPLETE_SHARE = 0.9
 # GetMetricData returns at most this many pages for our queries before we give up.
 MAX_PAGES = 5
+# What one call takes, so a run reads all the targets of an AWS region in one call of each API (the AWS API
+# models botocore ships: SSM GetParameters `Names` 1-10 items, CloudWatch DescribeAlarms `AlarmNames` at
+# most 100; CloudWatch API reference, GetMetricData: "A single GetMetricData call can include as many as
+# 500 MetricDataQuery structures").
+GET_PARAMETERS_MAX_NAMES = 10
+DESCRIBE_ALARMS_MAX_NAMES = 100
+GET_METRIC_DATA_MAX_QUERIES = 500
 
 
 class SignalReadError(RuntimeError):
@@ -57,10 +64,13 @@ def minute_to_read(run_minute: datetime) -> datetime:
     return run_minute.replace(second=0, microsecond=0) - timedelta(minutes=1 + SETTLE_MINUTES)
 
 
-def metric_queries(namespace: str, model_name: str) -> list[dict[str, Any]]:
+def metric_queries(namespace: str, model_name: str, prefix: str = "") -> list[dict[str, Any]]:
+    """One target's queries; `prefix` keeps their ids apart from other targets' in one call (an id starts
+    with a lowercase letter: CloudWatch API reference, MetricDataQuery)."""
+
     def query(id: str, metric: str, stat: str) -> dict[str, Any]:
         return {
-            "Id": id,
+            "Id": prefix + id,
             "MetricStat": {
                 "Metric": {
                     "Namespace": namespace,
@@ -76,6 +86,9 @@ def metric_queries(namespace: str, model_name: str) -> list[dict[str, Any]]:
     return [
         query("slow", "SlowFirstToken", "Average"),
         query("failed", "RequestFailed", "Average"),
+        # Every request that reached the region, shed ones included (each writes RequestFailed, 0 or 1):
+        # what its weight draws, apart from how long each takes.
+        query("requests", "RequestFailed", "SampleCount"),
         # Refused at once for overload: demand, not failure (RequestFailed counts them too).
         query("shed", "Shed", "Average"),
         # Failed on the server's side, sheds left out: the error share routing judges (when published).
@@ -192,13 +205,98 @@ def region_signals(
         requests_in_flight=values.get("inflight_sum", 0.0) / samples_per_host,
         degraded=degraded,
         shed_share=shed,
+        requests_per_second=values["requests"] / PERIOD_SECONDS if "requests" in values else None,
     )
 
 
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[offset : offset + size] for offset in range(0, len(items), size)]
+
+
+def alarms_in_alarm(cloudwatch: Any, names: list[str]) -> set[str]:
+    """Which of `names` (composite or metric alarms) are in ALARM: one DescribeAlarms per 100 names."""
+    found: set[str] = set()
+    for chunk in _chunks(names, DESCRIBE_ALARMS_MAX_NAMES):
+        answer = cloudwatch.describe_alarms(AlarmNames=chunk, AlarmTypes=["CompositeAlarm", "MetricAlarm"])
+        for alarm in [*answer.get("CompositeAlarms", []), *answer.get("MetricAlarms", [])]:
+            if alarm["StateValue"] == "ALARM":
+                found.add(alarm["AlarmName"])
+    return found
+
+
 def alarm_in_alarm(cloudwatch: Any, name: str) -> bool:
-    found = cloudwatch.describe_alarms(AlarmNames=[name], AlarmTypes=["CompositeAlarm", "MetricAlarm"])
-    alarms = [*found.get("CompositeAlarms", []), *found.get("MetricAlarms", [])]
-    return any(alarm["StateValue"] == "ALARM" for alarm in alarms)
+    return name in alarms_in_alarm(cloudwatch, [name])
+
+
+def _signals_of(
+    config: OrchestratorConfig,
+    region: RegionTarget,
+    results: list[dict[str, Any]],
+    incomplete: set[str],
+    degraded: bool,
+    after: datetime | None,
+) -> tuple[RegionSignals | None, datetime | None]:
+    by_minute = values_by_minute(results, incomplete)
+    minute = newest_complete(by_minute, after)
+    signals = region_signals(
+        by_minute.get(minute, {}) if minute else {},
+        min_hosts=region.min_hosts,
+        degraded=degraded,
+        gauge_interval_seconds=config.gauge_interval_seconds,
+    )
+    return signals, minute
+
+
+def read_newest_of(
+    cloudwatch: Any,
+    config: OrchestratorConfig,
+    regions: list[RegionTarget],
+    run_minute: datetime,
+    after: dict[str, datetime | None] | None = None,
+) -> dict[str, tuple[RegionSignals | None, datetime | None] | SignalReadError]:
+    """`read_newest` for several targets of one AWS region (the cells of a region) with one DescribeAlarms
+    and one GetMetricData for all of them (up to the APIs' limits), where one call per target each cost as
+    many requests as there are targets. Each target's queries are its own, under ids of its own, so one
+    target's partial data never touches another's; a GetMetricData that fails its pages fails only the
+    targets that asked it, and each of those whose drain alarm is in ALARM is still read as degraded.
+    Target name -> its signals and minute, or the error that kept it unread."""
+    after = after or {}
+    degraded = alarms_in_alarm(cloudwatch, [region.degraded_alarm for region in regions])
+    end = run_minute.replace(second=0, microsecond=0)
+    start = end - timedelta(minutes=LOOKBACK_MINUTES)
+    per_target = len(metric_queries("", ""))
+    found: dict[str, tuple[RegionSignals | None, datetime | None] | SignalReadError] = {}
+    for chunk in _chunks(list(regions), max(1, GET_METRIC_DATA_MAX_QUERIES // per_target)):
+        # One target alone keeps the plain ids; several are told apart by a prefix of their own.
+        prefixes = {r.name: (f"t{index}_" if len(chunk) > 1 else "") for index, r in enumerate(chunk)}
+        queries = [
+            query
+            for region in chunk
+            for query in metric_queries(config.namespace_of(region), config.model_name, prefixes[region.name])
+        ]
+        try:
+            results, incomplete = fetch_results(cloudwatch, queries, start, end)
+        except SignalReadError as error:
+            failed: SignalReadError | None = error
+            results, incomplete = [], set()
+        else:
+            failed = None
+        for region in chunk:
+            is_degraded = region.degraded_alarm in degraded
+            if failed is not None and not is_degraded:
+                found[region.name] = failed
+                continue
+            prefix = prefixes[region.name]
+            own = [
+                {**result, "Id": result["Id"][len(prefix) :]}
+                for result in results
+                if result["Id"].startswith(prefix)
+            ]
+            own_incomplete = {i[len(prefix) :] for i in incomplete if i.startswith(prefix)}
+            found[region.name] = _signals_of(
+                config, region, own, own_incomplete, is_degraded, after.get(region.name)
+            )
+    return found
 
 
 def read_newest(
@@ -211,27 +309,10 @@ def read_newest(
     """The region's signals for the newest complete minute within LOOKBACK_MINUTES before `run_minute`
     (newer than `after`, the minute read last run), and that minute; with its drain alarm (whatever name
     config gives it: the only alarm the orchestrator drains on), read first and on its own."""
-    degraded = alarm_in_alarm(cloudwatch, region.degraded_alarm)
-    end = run_minute.replace(second=0, microsecond=0)
-    start = end - timedelta(minutes=LOOKBACK_MINUTES)
-    namespace = config.namespace_of(region)
-    try:
-        results, incomplete = fetch_results(
-            cloudwatch, metric_queries(namespace, config.model_name), start, end
-        )
-    except SignalReadError:
-        if not degraded:
-            raise
-        results, incomplete = [], set()
-    by_minute = values_by_minute(results, incomplete)
-    minute = newest_complete(by_minute, after)
-    signals = region_signals(
-        by_minute.get(minute, {}) if minute else {},
-        min_hosts=region.min_hosts,
-        degraded=degraded,
-        gauge_interval_seconds=config.gauge_interval_seconds,
-    )
-    return signals, minute
+    found = read_newest_of(cloudwatch, config, [region], run_minute, {region.name: after})[region.name]
+    if isinstance(found, SignalReadError):
+        raise found
+    return found
 
 
 def read_signals(
@@ -257,8 +338,34 @@ def parse_endpoint(endpoint_json: str | None, health_check_id: str | None) -> En
         return None
 
 
+def read_parameters(ssm: Any, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Name -> the parameter, for those of `names` that exist: one GetParameters per 10 names (a name not
+    found is listed as invalid, not raised)."""
+    found: dict[str, dict[str, Any]] = {}
+    for chunk in _chunks(list(dict.fromkeys(names)), GET_PARAMETERS_MAX_NAMES):
+        for parameter in ssm.get_parameters(Names=chunk)["Parameters"]:
+            found[parameter["Name"]] = parameter
+    return found
+
+
+def read_endpoints(ssm: Any, regions: list[RegionTarget]) -> dict[str, Endpoint | None]:
+    """Target name -> its endpoint, for several targets of one AWS region in one GetParameters (None until
+    a target's stack is deployed: the orchestrator then creates no record for it)."""
+    names = [n for r in regions for n in (r.endpoint_parameter, r.health_check_parameter)]
+    return endpoints_from(read_parameters(ssm, names), regions)
+
+
+def endpoints_from(
+    parameters: dict[str, dict[str, Any]], regions: list[RegionTarget]
+) -> dict[str, Endpoint | None]:
+    """Target name -> its endpoint, from parameters read already (name -> parameter)."""
+    found = {name: parameter["Value"] for name, parameter in parameters.items()}
+    return {
+        r.name: parse_endpoint(found.get(r.endpoint_parameter), found.get(r.health_check_parameter))
+        for r in regions
+    }
+
+
 def read_endpoint(ssm: Any, region: RegionTarget) -> Endpoint | None:
     """None until the region's stack is deployed: the orchestrator then creates no record for it."""
-    names = [region.endpoint_parameter, region.health_check_parameter]
-    found = {p["Name"]: p["Value"] for p in ssm.get_parameters(Names=names)["Parameters"]}
-    return parse_endpoint(found.get(region.endpoint_parameter), found.get(region.health_check_parameter))
+    return read_endpoints(ssm, [region])[region.name]

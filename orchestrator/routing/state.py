@@ -36,7 +36,9 @@ class RunState:
     def _json(self, decisions: list[dict[str, Any]]) -> str:
         return json.dumps(
             {
-                "memory": {region: [m.bad_runs, m.good_runs, m.recent] for region, m in self.memory.items()},
+                "memory": {
+                    region: [m.bad_runs, m.good_runs, m.recent, m.slow] for region, m in self.memory.items()
+                },
                 "minute": self.minute,
                 "targets": self.targets,
                 "removed": self.removed,
@@ -64,9 +66,11 @@ class RunState:
 def _memory(value: Any) -> RegionMemory:
     if isinstance(value, dict):  # the layout before the state was bounded
         return RegionMemory(int(value.get("bad_runs", 0)), int(value.get("good_runs", 0)))
-    # [bad, good] before the M-of-N window was kept; [bad, good, recent] since.
-    bad, good, *recent = value
-    return RegionMemory(int(bad), int(good), int(recent[0]) if recent else 0)
+    # [bad, good] before the M-of-N window was kept; [bad, good, recent] before the latency term's history;
+    # [bad, good, recent, slow] since.
+    bad, good, *bits = value
+    recent, slow = [*[int(b) for b in bits], 0, 0][:2]
+    return RegionMemory(int(bad), int(good), recent, slow)
 
 
 def parse_state(text: str | None) -> RunState:

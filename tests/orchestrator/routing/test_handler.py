@@ -16,7 +16,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from ops.routing_replay import replay
+from ops.routing_replay import replay, requests_per_minute
 from ops.routing_scenario import MinuteOfRegion, load_scenario
 from orchestrator.routing import handler as lambda_handler
 from orchestrator.routing.config import OrchestratorConfig, RegionTarget
@@ -190,9 +190,11 @@ def publish(region: str, minute: datetime, figures: MinuteOfRegion) -> None:
     at = minute + timedelta(seconds=30)
 
     def share(name: str, value: float) -> dict:
+        # RequestFailed's count is the request rate the policy reads: the rehearsal's, from in flight.
+        count = requests_per_minute(figures) if name == "RequestFailed" else REQUESTS_PER_MINUTE
         stats = {
-            "SampleCount": REQUESTS_PER_MINUTE,
-            "Sum": value * REQUESTS_PER_MINUTE,
+            "SampleCount": count,
+            "Sum": value * count,
             "Minimum": 0,
             "Maximum": 1,
         }
@@ -769,3 +771,39 @@ def test_a_region_split_into_cells_hands_its_weight_over_without_raising_its_sha
         east = weights["us-east-1"] + weights["us-east-1/1"] + weights["us-east-1/2"]
         assert east / sum(weights.values()) <= share_before + 0.02, weights
     assert weights["us-east-1"] == 0
+
+
+def test_a_run_reads_each_aws_region_with_one_call_of_each_api(aws):
+    """On main every target cost its own GetParameters, DescribeAlarms and GetMetricData, and the state and
+    the override two GetParameter calls: 17 requests a run for two cells of us-east-1 and two regions. The
+    cells of an AWS region are read together, the state, the pin and the home region's endpoints in one
+    call: 12, with the same signals and decision (each cell still reads its own namespace)."""
+    cells = {"us-east-1/1": 25, "us-east-1/2": 25, "us-west-2": 30, "us-east-2": 20}
+    config = make_config(cells, {name: 2 for name in cells})
+    run = START + timedelta(minutes=5)
+    publish_for_run(
+        run, {"us-east-1/1": HEALTHY, "us-east-1/2": FAILING, "us-west-2": HEALTHY, "us-east-2": HEALTHY}
+    )
+    calls: list[tuple[str, str]] = []
+
+    def count(model, **_) -> None:
+        calls.append((model.service_model.service_name, model.name))
+
+    for service, region in {(s, region_of(n)) for n in cells for s in ("ssm", "cloudwatch")} | {
+        ("route53", "us-east-1")
+    }:
+        client(service, region).meta.events.register("before-call", count)
+    result = lambda_handler.run(config, client, "us-east-1", run, event(run)["time"])
+    reads = [call for call in calls if call[1] not in ("PutParameter", "ChangeResourceRecordSets")]
+    assert sorted(reads) == sorted(
+        [
+            ("ssm", "GetParameters"),  # the state, the override and us-east-1's endpoints
+            ("route53", "ListResourceRecordSets"),
+            *[("cloudwatch", "DescribeAlarms"), ("cloudwatch", "GetMetricData")] * 3,
+            *[("ssm", "GetParameters")] * 2,  # the endpoints of us-west-2 and us-east-2
+        ]
+    ), calls
+    statuses = {r.region: r.status for r in result.decision.regions}
+    # Each cell read its own namespace: the failing cell is judged on its own figures, not its sibling's.
+    assert statuses["us-east-1/2"] is Status.SUSPECT and statuses["us-east-1/1"] is not Status.SUSPECT
+    assert set(result.weights) == set(cells) and not result.notes, result.notes

@@ -130,6 +130,22 @@ def test_gauges_count_hosts_and_sum_their_values():
     assert signals.slow_first_token_share == 0.02 and signals.spare_slots == 168
 
 
+def test_the_request_rate_is_every_request_counted_sheds_included():
+    """RequestFailed's SampleCount counts every request, shed or not (each writes it, 0 or 1): the rate
+    the policy divides weights by. Absent when no request ended in the minute."""
+    assert any(
+        q["Id"] == "requests" and q["MetricStat"]["Stat"] == "SampleCount"
+        for q in metric_queries("LLMServing", "assistant")
+    )
+    gauges = {"inflight_samples": 6, "slots_sum": 6 * 96, "inflight_sum": 6 * 40}
+    signals = region_signals(
+        {**gauges, "requests": 600.0}, min_hosts=1, degraded=False, gauge_interval_seconds=10
+    )
+    assert signals.requests_per_second == 10.0
+    quiet = region_signals(gauges, min_hosts=1, degraded=False, gauge_interval_seconds=10)
+    assert quiet.requests_per_second is None
+
+
 def test_no_finished_request_means_nothing_was_slow_or_failed():
     signals = region_signals(
         {"inflight_samples": 6, "slots_sum": 6}, min_hosts=1, degraded=False, gauge_interval_seconds=10
