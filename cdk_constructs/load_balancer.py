@@ -66,37 +66,59 @@ class CertificateFromDns:
     hosted_zone_name: str
 
 
+# The ALB's limits for a target group's health check (ELB User Guide, "Health checks for Application Load
+# Balancer target groups", settings table): interval 5-300 s, timeout 2-120 s (and below the interval, or a
+# slow answer would overlap the next check), healthy and unhealthy thresholds 2-10.
+INTERVAL_RANGE = (5, 300)
+TIMEOUT_RANGE = (2, 120)
+THRESHOLD_RANGE = (2, 10)
+
+
 @dataclass(frozen=True)
 class HealthCheckTiming:
+    """Both target groups' health-check timing, checked against the ALB's limits when built."""
+
     interval_seconds: int
     timeout_seconds: int
     healthy_threshold: int
     unhealthy_threshold: int
 
+    def __post_init__(self) -> None:
+        checks = {
+            "interval_seconds": (self.interval_seconds, INTERVAL_RANGE),
+            "timeout_seconds": (self.timeout_seconds, TIMEOUT_RANGE),
+            "healthy_threshold": (self.healthy_threshold, THRESHOLD_RANGE),
+            "unhealthy_threshold": (self.unhealthy_threshold, THRESHOLD_RANGE),
+        }
+        for name, (value, (low, high)) in checks.items():
+            if not low <= value <= high:
+                raise ValueError(f"health check {name} {value} is outside the ALB's range {low}-{high}")
+        if self.timeout_seconds >= self.interval_seconds:
+            raise ValueError(
+                f"health check timeout_seconds {self.timeout_seconds} must be below "
+                f"interval_seconds {self.interval_seconds}"
+            )
 
-# A target whose engine died must leave both groups within a minute (its server stops answering or
-# answers not-ready: container/serving/engine_watch.py), else least outstanding requests sends a dead host
-# more streams, since it finishes them fastest.
-DEAD_TARGET_SECONDS = 60
+    @property
+    def dead_target_seconds(self) -> int:
+        """The longest a target that answers not-ready (or refuses connections) keeps taking requests: it
+        fails just after a passing check, then `unhealthy_threshold` failed checks one interval apart."""
+        return self.interval_seconds * self.unhealthy_threshold
 
 
-def alb_health_check_timing(dead_target_seconds: int = DEAD_TARGET_SECONDS) -> HealthCheckTiming:
-    """ALB health thresholds for the steady state: a dead target out within dead_target_seconds.
-
-    The cold start does not size them: ECS ignores ALB health during the service's grace period (the
-    settings make it cover the cold-start budget) and the ALB sends a target no traffic until it first
-    passes. Five failed checks in a row take a target out, so a single slow answer (a busy host's
-    readiness handler) does not; the interval is what fits five checks and a timeout into the bound,
-    within the ALB's limits (interval 5-300 s, thresholds 2-10, timeout below the interval).
-    """
-    unhealthy_threshold = 5
-    interval = max(5, min(300, dead_target_seconds // (unhealthy_threshold + 1)))
-    return HealthCheckTiming(
-        interval_seconds=interval,
-        timeout_seconds=max(2, interval // 2),
-        healthy_threshold=2,
-        unhealthy_threshold=unhealthy_threshold,
-    )
+# The ALB's floor: a target whose engine died answers not-ready at once (container/README.md, "No silent
+# failures"), and least outstanding requests sends a target that fails every request at once far more than
+# its share (it holds none), so every second it stays in rotation costs most of the group's requests. At
+# 5 s x 2 it is out 5-10 s after readiness fails (each ALB node checks on its own phase: 7.5 s on average);
+# at the 10 s x 5 this kit had, 40-50 s, ~87% of a region's requests for most of a minute when a tenth of
+# its engines die (docs/gameday.md, engine-deaths). The costs: every ALB node checks every target every
+# 5 s, so a host answers 0.2 readiness requests a second per node per target group (each a cheap answer
+# that waits for no engine); and two answers in a row slower than the timeout (4 s) take a target out. A
+# flap costs little: the target is back after two passing checks (10 s), and ECS starts a replacement for
+# a task the ALB finds unhealthy before it stops it (Amazon ECS, What's New, 23 October 2023).
+DEFAULT_HEALTH_CHECK = HealthCheckTiming(
+    interval_seconds=5, timeout_seconds=4, healthy_threshold=2, unhealthy_threshold=2
+)
 
 
 @dataclass(frozen=True)
@@ -114,6 +136,7 @@ class LoadBalancerProps:
     deletion_protection: bool = True
     web_acl: WebAclProps | None = None  # None: no WAF in front of the ALB
     access_log_days: int = 90
+    health_check: HealthCheckTiming = DEFAULT_HEALTH_CHECK  # both target groups'
 
 
 class ServingLoadBalancer(Construct):
@@ -171,7 +194,7 @@ class ServingLoadBalancer(Construct):
         )
         self.alb.log_access_logs(self.access_logs, "alb")
 
-        timing = alb_health_check_timing()
+        timing = props.health_check
         self.http_targets = self._target_group(
             "HttpTargets",
             vpc,

@@ -38,7 +38,7 @@ LOG_BUFFER_MIB = 25
 
 
 # A host whose engine died must be marked unhealthy (and replaced) within this long once it stops
-# answering ready; the ALB target groups have the same bound (load_balancer.DEAD_TARGET_SECONDS).
+# answering ready; the ALB target groups take it out far sooner (load_balancer.DEFAULT_HEALTH_CHECK).
 DEAD_CONTAINER_SECONDS = 60
 SERVING_USER = f"{SERVING_USER_ID}:{SERVING_USER_ID}"
 

@@ -4,13 +4,13 @@ from aws_cdk.assertions import Match, Template
 from cdk_constructs.load_balancer import (
     ADMIN_KEY_GRPC_HEADER,
     ADMIN_KEY_HEADER,
-    DEAD_TARGET_SECONDS,
+    DEFAULT_HEALTH_CHECK,
     GRPC_READY_PATH,
     CertificateFromArn,
     CertificateFromDns,
+    HealthCheckTiming,
     LoadBalancerProps,
     ServingLoadBalancer,
-    alb_health_check_timing,
 )
 from cdk_constructs.log_encryption import EncryptedLogs, LogProps
 from cdk_constructs.web_acl import WebAclProps
@@ -101,26 +101,48 @@ def test_grpc_group_checks_triton_readiness_with_grpc_codes(template):
     )
 
 
-def test_a_dead_target_leaves_both_groups_within_a_minute(template):
-    """Engine death closes or fails the target's health endpoints; least outstanding requests must stop
-    choosing it within a minute (worst case: it dies just after a passing check)."""
+def test_a_dead_target_leaves_both_groups_within_10_seconds(template):
+    """Engine death fails the target's readiness at once, and least outstanding requests sends a target that
+    fails every request at once most of the group's requests until the ALB sees it: both groups check at
+    the ALB's floor, 5 s x 2 (out 5-10 s after readiness fails), and come back after two passes."""
     for group in _target_groups(template).values():
         properties = group["Properties"]
-        interval = properties["HealthCheckIntervalSeconds"]
-        threshold = properties["UnhealthyThresholdCount"]
-        timeout = properties["HealthCheckTimeoutSeconds"]
-        assert threshold * interval + timeout <= DEAD_TARGET_SECONDS == 60, properties
-        assert threshold >= 3, "one slow answer must not take a target out"
-        assert properties["HealthyThresholdCount"] == 2
+        assert properties["HealthCheckIntervalSeconds"] == 5, properties
+        assert properties["UnhealthyThresholdCount"] == 2, properties
+        assert properties["HealthCheckTimeoutSeconds"] == 4, properties
+        assert properties["HealthyThresholdCount"] == 2, properties
+    assert DEFAULT_HEALTH_CHECK.dead_target_seconds == 10
 
 
-@pytest.mark.parametrize("bound", [30, 60, 300, 1800])
-def test_health_timing_stays_within_alb_limits(bound):
-    timing = alb_health_check_timing(bound)
-    assert 5 <= timing.interval_seconds <= 300
-    assert 2 <= timing.timeout_seconds < timing.interval_seconds
-    assert 2 <= timing.healthy_threshold <= 10 and 2 <= timing.unhealthy_threshold <= 10
-    assert timing.unhealthy_threshold * timing.interval_seconds + timing.timeout_seconds <= max(bound, 30)
+def test_the_health_check_timing_is_the_props_own(stack, vpc):
+    timing = HealthCheckTiming(
+        interval_seconds=10, timeout_seconds=5, healthy_threshold=3, unhealthy_threshold=5
+    )
+    _, template = _build(stack, vpc, _props(health_check=timing))
+    for group in _target_groups(template).values():
+        properties = group["Properties"]
+        assert properties["HealthCheckIntervalSeconds"] == 10
+        assert properties["HealthCheckTimeoutSeconds"] == 5
+        assert properties["HealthyThresholdCount"] == 3
+        assert properties["UnhealthyThresholdCount"] == 5
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"interval_seconds": 4}, "interval_seconds 4"),
+        ({"interval_seconds": 301}, "interval_seconds 301"),
+        ({"timeout_seconds": 1}, "timeout_seconds 1"),
+        ({"unhealthy_threshold": 1}, "unhealthy_threshold 1"),
+        ({"healthy_threshold": 11}, "healthy_threshold 11"),
+        ({"timeout_seconds": 5}, "must be below interval_seconds 5"),
+    ],
+)
+def test_health_timing_outside_the_alb_limits_is_refused_by_name(values, named):
+    fields = dict(interval_seconds=5, timeout_seconds=4, healthy_threshold=2, unhealthy_threshold=2)
+    fields.update(values)
+    with pytest.raises(ValueError, match=named):
+        HealthCheckTiming(**fields)
 
 
 def _listener(template, port):
