@@ -44,9 +44,10 @@ class _NamespaceFilter:
     `get_metric_data`: the dimensions filter starts again from every datapoint of the period), so the cells
     of a region, which publish the same metric names and dimensions to `<namespace>/cell<k>`, would each read
     their region's sum. CloudWatch identifies a metric by namespace, name and dimensions ("Amazon CloudWatch
-    concepts", CloudWatch User Guide). While the twin runs, a GetMetricData whose queries all name one
-    namespace sees only that namespace's datapoints; the filter is per thread, as the handler reads its
-    regions in threads of their own."""
+    concepts", CloudWatch User Guide). While the twin runs, a GetMetricData answers each namespace's queries
+    from that namespace's datapoints alone (the handler asks for all the cells of an AWS region in one
+    call), in the order asked; the filter is per thread, as the handler reads its regions in threads of
+    their own."""
 
     def __init__(self) -> None:
         from moto.cloudwatch.models import CloudWatchBackend
@@ -58,12 +59,18 @@ class _NamespaceFilter:
         local, get_metric_data, get_all_metrics = self._local, self._get_metric_data, self._get_all_metrics
 
         def metric_data(backend: Any, queries: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
-            namespaces = {q["MetricStat"]["Metric"].get("Namespace") for q in queries if "MetricStat" in q}
-            local.namespace = next(iter(namespaces)) if len(namespaces) == 1 else None
-            try:
-                return get_metric_data(backend, queries, *args, **kwargs)
-            finally:
-                local.namespace = None
+            by_namespace: dict[str | None, list[dict[str, Any]]] = {}
+            for query in queries:
+                namespace = query["MetricStat"]["Metric"].get("Namespace") if "MetricStat" in query else None
+                by_namespace.setdefault(namespace, []).append(query)
+            answered: dict[str, Any] = {}
+            for namespace, asked in by_namespace.items():
+                local.namespace = namespace
+                try:
+                    answered.update((r["id"], r) for r in get_metric_data(backend, asked, *args, **kwargs))
+                finally:
+                    local.namespace = None
+            return [answered[q["Id"]] for q in queries if q["Id"] in answered]
 
         def all_metrics(backend: Any) -> Any:
             found = get_all_metrics(backend)

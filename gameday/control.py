@@ -17,8 +17,9 @@ Modelled as AWS documents it (docs/gameday.md lists the sources and the simplifi
   service's `HealthCheckGracePeriodSeconds` after a task starts and then replaces a task still unhealthy
   (ECS Developer Guide, "healthCheckGracePeriodSeconds"): a grace shorter than the cold start stops every
   new task before it serves, and a new one starts the cold start again;
-- a task whose engine died keeps its target until the HTTP target group's health check fails (interval
-  x unhealthy threshold), then ECS replaces it on the same host (a new cold start).
+- a task whose engine died keeps its target, failing every request it gets, for the seconds the HTTP target
+  group's health check takes to see it (gameday/dead_targets.py: 8 s on average at 5 s x 2), part of a
+  minute or several; ECS replaces it on the same host (a new cold start) from the next minute.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from gameday.dead_targets import share_of_minute_in_rotation
 from gameday.templates import FleetControl
 
 BOOT_MINUTES = 5  # EC2 launch, boot, ECS agent registration
@@ -43,6 +45,7 @@ FREE_HOST_MINUTES = 15
 class Cohort:
     count: int
     at: int  # the minute the cohort moves on (booted, in service, detected dead)
+    died: int = 0  # dead engines: the minute they died
 
 
 @dataclass
@@ -85,6 +88,16 @@ class FleetState:
     @property
     def dead_targets(self) -> int:
         return sum(c.count for c in self.dead)
+
+    def dead_in_rotation(self, minute: int) -> tuple[int, float]:
+        """(dead targets the ALB sends requests to in `minute`, the share of the minute it does): the
+        longest-lived cohort's share, and the cohorts' target-minutes spread over it."""
+        seconds = self.control.dead_target_seconds
+        shares = [(c.count, share_of_minute_in_rotation(c.died, seconds, minute)) for c in self.dead]
+        longest = max((share for _, share in shares), default=0.0)
+        if longest <= 0:
+            return 0, 0.0
+        return round(sum(count * share for count, share in shares) / longest), longest
 
     @property
     def all_hosts(self) -> int:
@@ -224,9 +237,12 @@ class FleetState:
         return COLD_START_MINUTES if grace >= COLD_START_MINUTES else max(grace, 1)
 
     def kill(self, count: int, minute: int) -> int:
-        """Engines of `count` serving tasks die: they stay targets until the health check fails."""
+        """Engines of `count` serving tasks die at the start of `minute`: they stay targets, failing every
+        request, until the health check takes them out (dead_in_rotation)."""
         count = min(count, self.serving)
         if count:
             self.serving -= count
-            self.dead.append(Cohort(count, minute + math.ceil(self.control.alb_unhealthy_seconds / 60)))
+            # Out of the target group after dead_target_seconds; the task is replaced from the minute after.
+            leaves = minute + max(1, math.ceil(self.control.dead_target_seconds / 60))
+            self.dead.append(Cohort(count, leaves, died=minute))
         return count

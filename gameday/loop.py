@@ -421,7 +421,10 @@ class Twin:
         with an error at once, target 5xx); `counted`: of those, the share the containers' request metrics
         count (all of `failing` unless given)."""
         serving = {t: f.serving for t, f in twin.fleets.items()}
-        dead = sum(f.dead_targets for f in twin.fleets.values())
+        # Dead engines' targets take requests for part of the minute (until the health check sees them).
+        in_rotation = [f.dead_in_rotation(minute) for f in twin.fleets.values()]
+        dead = sum(count for count, _ in in_rotation)
+        dead_share_of_minute = max((share for _, share in in_rotation), default=0.0)
         live = sum(serving.values())
         targets = live + dead
         capacity = speed * sum(count * twin.curve.per_host_rps[t] for t, count in serving.items())
@@ -464,10 +467,11 @@ class Twin:
         # What the serving tasks can serve within the objective (the curve's best: gameday/serving.py).
         row.capacity_rps = capacity * twin.curve.servable
         # Least outstanding requests: each target takes requests in inverse proportion to how long it holds
-        # them, so a dead engine that fails at once draws far more than its share until its target leaves.
+        # them, so a dead engine that fails at once draws far more than its share until its target leaves,
+        # which is part of the minute (gameday/dead_targets.py).
         even = arriving * live / targets / capacity if capacity else math.inf
         hold = twin.curve.at(even)[2] / speed if live else 1.0
-        to_dead = arriving * failing_share(live, dead, hold)
+        to_dead = arriving * failing_share(live, dead, hold) * (dead_share_of_minute if live else 1.0)
         to_live = arriving - to_dead
         utilisation = to_live / capacity if capacity else math.inf
         if twin.curve.admitted_share:

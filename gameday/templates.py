@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gameday.cron import Cron, CronError, parse
+from gameday.dead_targets import dead_target_seconds
 from orchestrator.routing.config_source import DIGEST_VARIABLE, PARAMETER_VARIABLE, decode
 from settings.loader import load_documents
 
@@ -94,7 +95,9 @@ class FleetControl:
     target_capacity: int
     warm_pool: WarmPool | None
     grace_seconds: int  # the service's health-check grace
-    alb_unhealthy_seconds: int  # the HTTP target group's interval x unhealthy threshold
+    # Seconds on average a target whose engine died keeps taking requests (gameday/control.py
+    # dead_target_seconds, from the HTTP target group's health-check interval and unhealthy threshold).
+    dead_target_seconds: float
 
     def bounds_at(self, when: datetime) -> tuple[int, int, int, int]:
         """(asg min, asg max, service min, service max) in force at `when`: each schedule's actions in
@@ -375,12 +378,14 @@ def _fleets(resources: dict[str, Any]) -> tuple[FleetControl, ...]:
     http_groups = [
         tg for tg in target_groups.values() if "GRPC" not in str(tg.get("HealthCheckPath", "")).upper()
     ]
-    alb_unhealthy = max(
+    dead_seconds = max(
         (
-            int(tg.get("HealthCheckIntervalSeconds", 30)) * int(tg.get("UnhealthyThresholdCount", 2))
+            dead_target_seconds(
+                int(tg.get("HealthCheckIntervalSeconds", 30)), int(tg.get("UnhealthyThresholdCount", 2))
+            )
             for tg in http_groups
         ),
-        default=60,
+        default=60.0,
     )
     fleets = []
     for provider_id, provider in providers.items():
@@ -457,7 +462,7 @@ def _fleets(resources: dict[str, Any]) -> tuple[FleetControl, ...]:
                 if pool
                 else None,
                 grace_seconds=int(services[service_id].get("HealthCheckGracePeriodSeconds", 0)),
-                alb_unhealthy_seconds=alb_unhealthy,
+                dead_target_seconds=dead_seconds,
             )
         )
     return tuple(sorted(fleets, key=lambda f: f.instance_type))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -113,12 +112,15 @@ def test_nothing_outlives_the_run(deployment):
 
     read = CloudWatchBackend.get_metric_data
     before = dict(os.environ)
+    # The stream the handler's logger had before the run: stdout as it was when the module was first imported,
+    # which is pytest's capture of an earlier test when another test module imported the handler first.
+    log_stream = lambda_handler.logger.registered_handler.stream
     with Orchestrator(deployment.orchestrator_config, deployment.home_region, {}) as instance:
         instance.run(NOW)
     assert dict(os.environ) == before
     assert lambda_handler.datetime is datetime
     assert CloudWatchBackend.get_metric_data is read  # the namespace filter is the run's only
-    assert lambda_handler.logger.registered_handler.stream is sys.stdout
+    assert lambda_handler.logger.registered_handler.stream is log_stream
 
 
 def test_each_cell_reads_its_own_namespace(orchestrator):

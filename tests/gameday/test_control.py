@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,7 +30,7 @@ def fleet(warm_pool: WarmPool | None = None, schedule: tuple[Bounds, ...] = ()) 
         target_capacity=100,
         warm_pool=warm_pool,
         grace_seconds=2400,
-        alb_unhealthy_seconds=180,
+        dead_target_seconds=163.0,  # 36 s x 5: out in the third minute
     )
 
 
@@ -69,13 +71,25 @@ def test_a_lower_maximum_stops_tasks_at_once():
 
 
 def test_dead_engines_stay_targets_until_the_health_check_then_are_replaced():
-    state = FleetState.steady(fleet(), START, 20)
+    state = FleetState.steady(fleet(), START, 20)  # 163 s to see them: out in the third minute
     state.kill(4, 0)
+    assert state.dead_in_rotation(0) == (4, 1.0)
     run(state, 60, 3)
     assert state.dead_targets == 4 and state.serving == 16
+    count, share = state.dead_in_rotation(2)
+    assert count == 4 and share == pytest.approx(43 / 60)
     run(state, 60, 1, first=3)
-    assert state.dead_targets == 0
+    assert state.dead_targets == 0 and state.dead_in_rotation(3) == (0, 0.0)
     assert sum(c.count for c in state.starting) == 4
+
+
+def test_at_the_albs_floor_dead_engines_take_requests_for_seconds_of_their_minute():
+    state = FleetState.steady(replace(fleet(), dead_target_seconds=8.0), START, 20)
+    state.kill(4, 0)
+    count, share = state.dead_in_rotation(0)
+    assert count == 4 and share == pytest.approx(8 / 60)
+    run(state, 60, 2)  # replaced from the next minute
+    assert state.dead_targets == 0 and sum(c.count for c in state.starting) == 4
 
 
 @settings(max_examples=50, deadline=None)
