@@ -236,6 +236,8 @@ class Outcome:
 
 class _Replica:
     __slots__ = (
+        "admit_free",
+        "admit_until",
         "buckets",
         "busy",
         "cap",
@@ -246,11 +248,12 @@ class _Replica:
         "host",
         "index",
         "inv_prefill",
+        "loads",
         "longest_offset",
-        "outstanding",
         "prompt",
         "queue",
         "running",
+        "slot",
         "step",
         "steps",
         "tables",
@@ -273,12 +276,19 @@ class _Replica:
         self.queue: deque[int] = deque()
         self.running: list[tuple[int, int]] = []  # heap of (token count at which it ends, request)
         self.tokens = 0  # decode steps this replica has run: every running sequence gains one per step
-        self.outstanding = 0
+        # Outstanding requests of each replica of its host, this one's at `slot`: the host's pick of the
+        # least loaded replica is then one min() in C.
+        self.loads: list[int] = [0]
+        self.slot = 0
         self.busy = False
         self.decoding = False
         self.decode_start = 0.0
         self.step = 0.0
         self.event_time = math.inf
+        # A decode step boundary whose admissions already ran (see simulate): arrivals before it join the
+        # prefill that starts there, while it has slots left.
+        self.admit_until = -math.inf
+        self.admit_free = 0
 
 
 def simulate(
@@ -296,6 +306,7 @@ def simulate(
     balancer's choice is the least loaded, so every replica is full then. None: every request waits."""
     replicas: list[_Replica] = []
     host_replicas: list[list[_Replica]] = []
+    host_loads: list[list[int]] = []  # per host, its replicas' outstanding requests
     prefilled: dict[tuple[int, ...], list[int]] = {}  # bucket list -> padded prompts, shared by its engines
     for group in groups:
         buckets = group.engine.prefill_buckets
@@ -307,7 +318,11 @@ def simulate(
                 _Replica(len(replicas) + i, host, group.engine, prefilled[buckets])
                 for i in range(group.replicas)
             ]
+            loads = [0] * len(members)
+            for slot, member in enumerate(members):
+                member.loads, member.slot = loads, slot
             host_replicas.append(members)
+            host_loads.append(loads)
             replicas.extend(members)
     hosts = len(host_replicas)
     if hosts == 0:
@@ -339,15 +354,17 @@ def simulate(
         if running and running[0][0] <= tokens:
             done = 0
             longest_left = False
+            longest_offset = replica.longest_offset
             while running and running[0][0] <= tokens:
                 request = pop(running)[1]
                 finish[request] = now
                 done += 1
-                longest_left = longest_left or offset[request] == replica.longest_offset
+                if offset[request] == longest_offset:
+                    longest_left = True
             host_out[replica.host] -= done
-            replica.outstanding -= done
+            replica.loads[replica.slot] -= done
             if longest_left and replica.buckets:
-                replica.longest_offset = max((offset[r] for _, r in running), default=-(1 << 62))
+                replica.longest_offset = max([offset[r] for _, r in running]) if running else -(1 << 62)
         queue = replica.queue
         free = replica.cap - len(running)
         if queue and free > 0:
@@ -356,16 +373,25 @@ def simulate(
             inv_prefill = replica.inv_prefill
             prompt = replica.prompt
             popleft = queue.popleft
-            for _ in range(free if free < len(queue) else len(queue)):
-                request = popleft()
-                time += prompt[request] * inv_prefill
-                ttft[request] = time - arrival[request]
-                push(running, (tokens + output[request] - 1, request))
-                if replica.buckets:
+            if replica.buckets:
+                longest_offset = replica.longest_offset
+                for _ in range(free if free < len(queue) else len(queue)):
+                    request = popleft()
+                    time += prompt[request] * inv_prefill
+                    ttft[request] = time - arrival[request]
+                    push(running, (tokens + output[request] - 1, request))
                     # Its context after the replica's next step: the prompt, the first token, the next.
-                    offset[request] = tokens_in[request] + 1 - tokens
-                    if offset[request] > replica.longest_offset:
-                        replica.longest_offset = offset[request]
+                    context = tokens_in[request] + 1 - tokens
+                    offset[request] = context
+                    if context > longest_offset:
+                        longest_offset = context
+                replica.longest_offset = longest_offset
+            else:
+                for _ in range(free if free < len(queue) else len(queue)):
+                    request = popleft()
+                    time += prompt[request] * inv_prefill
+                    ttft[request] = time - arrival[request]
+                    push(running, (tokens + output[request] - 1, request))
             replica.event_time = time
             push(events, (time, replica.index))
         elif running:
@@ -426,13 +452,29 @@ def simulate(
 
     handle = static_batch if static else continuous_step
 
+    def admit(replica: _Replica, request: int) -> None:
+        """Prefill `request` after the prompts already admitted at the replica's open step boundary (in
+        arrival order, as continuous_step admits a queue) and move its event to the prefill's end."""
+        tokens = replica.tokens
+        time = replica.event_time + replica.prompt[request] * replica.inv_prefill
+        ttft[request] = time - arrival[request]
+        push(replica.running, (tokens + output[request] - 1, request))
+        if replica.buckets:
+            context = tokens_in[request] + 1 - tokens
+            offset[request] = context
+            if context > replica.longest_offset:
+                replica.longest_offset = context
+        replica.admit_free -= 1
+        replica.event_time = time
+        push(events, (time, replica.index))
+
     def advance(until: float) -> None:
         while events and events[0][0] <= until:
             time, key = pop(events)
             if key < 0:
                 served = replicas[served_by[~key]]
                 host_out[served.host] -= 1
-                served.outstanding -= 1
+                served.loads[served.slot] -= 1
                 continue
             replica = replicas[key]
             if time == replica.event_time:  # otherwise an earlier boundary replaced this event
@@ -454,30 +496,42 @@ def simulate(
             advance(now)
         # The first host with the fewest outstanding (index of the min runs in C, unlike min with a key).
         host = host_out.index(min(host_out)) if least_outstanding else request % hosts
-        members = host_replicas[host]
-        replica = members[0]
-        for candidate in members:
-            if candidate.outstanding < replica.outstanding:
-                replica = candidate
+        # Its least loaded replica, the first of equals.
+        loads = host_loads[host]
+        slot = loads.index(min(loads))
+        replica = host_replicas[host][slot]
         served_by[request] = replica.index
-        if bounded and replica.outstanding >= replica.cap + queued_limit:
+        if bounded and loads[slot] >= replica.cap + queued_limit:
             shed[request] = True
             ttft[request] = finish[request] = math.nan
             continue
         host_out[host] += 1
-        replica.outstanding += 1
-        replica.queue.append(request)
+        loads[slot] += 1
         if not replica.busy:
             # Every event up to now has run, so an idle engine starts on it at once.
+            replica.queue.append(request)
             replica.busy = True
             handle(replica, now)
+        elif now < replica.admit_until and replica.admit_free:
+            admit(replica, request)  # before the boundary another arrival opened: join its prefill
         elif replica.decoding and len(replica.running) < replica.cap:
             # Join at the next decode step boundary rather than at the next completion.
             start, step = replica.decode_start, replica.step
             boundary = start + ceil((now - start) / step) * step
             if boundary < replica.event_time:
-                replica.event_time = boundary
-                push(events, (boundary, replica.index))
+                # The boundary's own event, run now rather than pushed: until it, only arrivals touch
+                # this replica (its next completion is past the boundary, so none is due there), and
+                # those that come before it join the same prefill; its arithmetic is the event's.
+                replica.tokens += round((boundary - start) / step)
+                replica.decoding = False
+                replica.admit_until = boundary
+                replica.admit_free = replica.cap - len(replica.running)
+                replica.event_time = boundary  # the prefill starts here; admit() moves it to its end
+                admit(replica, request)
+            else:
+                replica.queue.append(request)
+        else:
+            replica.queue.append(request)
     advance(math.inf)
 
     host_of = np.array([r.host for r in replicas], dtype=np.int64)
