@@ -24,6 +24,9 @@ _PROBE_SYSTEM = "system-probe-7f3a"
 _PROBE_USER = "user-probe-5c1e"
 # Cleaned texts kept per host: the products retrieved most (titles, descriptions); a few MB at most.
 CLEANED_TEXTS_CACHED = 4_096
+# Product lines' token counts kept per host: a popular product at the same rank (its line starts with its
+# number) is counted once, not on every request that shows it; a line and an int, under 1 MB in all.
+LINE_COUNTS_CACHED = 8_192
 
 
 class ChatTemplateError(ValueError):
@@ -128,6 +131,8 @@ class ChatFormat:
     count_prompt_tokens: Callable[[str], int] | None = None
     # count_tokens of several texts (a prompt's product lines), cheaper per text; None: count_tokens each.
     count_tokens_batch: Callable[[list[str]], list[int]] | None = None
+    # count_tokens of one product line, remembered per line (LINE_COUNTS_CACHED); None: count_tokens.
+    count_line: Callable[[str], int] | None = None
 
     @classmethod
     def plain(cls) -> ChatFormat:
@@ -144,14 +149,22 @@ class ChatFormat:
             return len(tokenizer.encode(text, add_special_tokens=False))
 
         count_tokens_batch = None
+        count_one = count_tokens
         backend = getattr(tokenizer, "backend_tokenizer", None) if tokenizer.is_fast else None
         if backend is not None:
             # The Rust tokenizer a fast tokenizer's encode() calls, without the wrapper's per-call Python
             # (argument objects, truncation checks: most of a product line's cost). Same ids: encode() reaches
             # the same backend with the same special-token flag. One text per call on purpose: the backend's
             # encode_batch spreads a batch over a thread pool, which cost 3x more than it saved here.
+            def count_one(text: str) -> int:
+                return len(backend.encode(text, add_special_tokens=False).ids)
+
             def count_tokens_batch(texts: list[str]) -> list[int]:
-                return [len(backend.encode(text, add_special_tokens=False).ids) for text in texts]
+                return [count_one(text) for text in texts]
+
+        # Encoding the product lines was the largest share of a preparation's CPU (bench/prepare_cpu.py); the
+        # same line always has the same count.
+        count_line = functools.lru_cache(maxsize=LINE_COUNTS_CACHED)(count_one)
 
         def count_prompt_tokens(text: str) -> int:
             # As vLLM tokenizes a text prompt: with the tokenizer's special tokens added.
@@ -171,6 +184,7 @@ class ChatFormat:
                 name="plain text (no chat template)",
                 clean=clean,
                 count_tokens_batch=count_tokens_batch,
+                count_line=count_line,
             )
         vocabulary = tokenizer.get_vocab()
         stops = {vocabulary[token] for token in TURN_END_TOKENS if token in vocabulary}
@@ -207,6 +221,7 @@ class ChatFormat:
             clean=clean,
             count_prompt_tokens=count_prompt_tokens,
             count_tokens_batch=count_tokens_batch,
+            count_line=count_line,
         )
 
     def count_each(self, texts: list[str]) -> list[int]:
@@ -214,6 +229,10 @@ class ChatFormat:
         if self.count_tokens_batch is not None:
             return self.count_tokens_batch(texts)
         return [self.count_tokens(text) for text in texts]
+
+    def line_tokens(self, line: str) -> int:
+        """count_tokens of one product line, from the per-host cache where the tokenizer has one."""
+        return (self.count_line or self.count_tokens)(line)
 
     def prompt_tokens(self, prompt: str) -> int:
         return (self.count_prompt_tokens or self.count_tokens)(prompt)

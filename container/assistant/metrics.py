@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from assistant.environ_number import number_from_environ
+
 # The variable the AWS EMF client libraries read, so existing task definitions and habits carry over.
 NAMESPACE_ENV = "AWS_EMF_NAMESPACE"
 DEFAULT_NAMESPACE = "LLMServing"
@@ -208,13 +210,9 @@ def _replica_record(
 def slow_first_token_ms(environ: Mapping[str, str] | None = None) -> float:
     """The TTFT objective from SLOW_FIRST_TOKEN_MS; ValueError naming the variable when it is unusable."""
     environ = os.environ if environ is None else environ
-    raw = environ.get(SLOW_FIRST_TOKEN_ENV, "").strip()
-    if not raw:
-        return DEFAULT_SLOW_FIRST_TOKEN_MS
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{SLOW_FIRST_TOKEN_ENV}: must be a number of milliseconds, got {raw!r}") from None
+    value, raw = number_from_environ(
+        environ, SLOW_FIRST_TOKEN_ENV, DEFAULT_SLOW_FIRST_TOKEN_MS, "milliseconds"
+    )
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{SLOW_FIRST_TOKEN_ENV}: must be above 0, got {raw!r}")
     return value

@@ -9,6 +9,7 @@ length is bounded whatever the catalog holds, and catalog text cannot forge prom
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 
@@ -22,6 +23,8 @@ MAX_DESCRIPTION_CHARS = 32
 MAX_QUESTION_CHARS = 4_000
 # Tokens for the product lines: five cards of the demo catalog fit with room to spare.
 CONTEXT_TOKEN_BUDGET = 220
+# Product lines kept per host (number, product -> line): the products retrieved most, each at its ranks.
+LINES_CACHED = 4_096
 
 SYSTEM_TEXT = "Recommend only the numbered products, by number; invent nothing; be brief."
 _INTENT_GUIDANCE = {
@@ -84,18 +87,22 @@ def product_line(number: int, product: Product, clean: Callable[[str], str] = _u
     return "; ".join(parts)
 
 
+@functools.lru_cache(maxsize=LINES_CACHED)
+def _cleaned_line(number: int, product: Product, clean: Callable[[str], str]) -> str:
+    # Keyed by every field of the product (it is frozen): a changed price or title is a new line.
+    return clean(product_line(number, product, clean))
+
+
 def product_block(products: Sequence[Product], chat: ChatFormat, budget: int) -> list[str]:
     """Product lines in rank order while they fit the token budget (the first always does, trimmed)."""
-    candidates = [
-        chat.clean(product_line(number, product, chat.clean))
-        for number, product in enumerate(products[:MAX_PRODUCTS], start=1)
-    ]
     lines: list[str] = []
     used = 0
-    # Counted through the tokenizer's backend (count_each): transformers' encode() per line cost most of a
-    # request's preparation.
-    for line, tokens in zip(candidates, chat.count_each(candidates), strict=True):
-        cost = tokens + 1
+    # One line at a time: lines past the budget are neither built nor counted. Built lines and their counts
+    # are remembered per host (a product shown at the same rank again costs a lookup): building and
+    # tokenizing them was most of a request's preparation (bench/prepare_cpu.py).
+    for number, product in enumerate(products[:MAX_PRODUCTS], start=1):
+        line = _cleaned_line(number, product, chat.clean)
+        cost = chat.line_tokens(line) + 1
         if lines and used + cost > budget:
             break
         lines.append(line)

@@ -184,6 +184,8 @@ class TritonServer:
     edge: bool = False
     # Choose free loopback ports at start (ignoring `ports`) and retry with new ones on a bind conflict.
     pick_ports: bool = False
+    # How long `with server:` waits for readiness (start()'s own timeout_s otherwise).
+    start_timeout_s: float = 600.0
     process: subprocess.Popen | None = None
 
     def __post_init__(self) -> None:
@@ -303,7 +305,7 @@ class TritonServer:
                 leftover.unlink(missing_ok=True)
 
     def __enter__(self) -> TritonServer:
-        return self.start()
+        return self.start(timeout_s=self.start_timeout_s)
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from assistant.environ_number import number_from_environ
 from assistant.prepare import PreparedRequest
 from serving.engine_settings import engine_settings
 
@@ -119,11 +120,7 @@ def _count(environ, name: str, default: int) -> int:
 
 
 def _seconds(environ, name: str, default: float) -> float:
-    raw = environ.get(name, "").strip()
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        raise ValueError(f"{name}: must be a number of seconds, got {raw!r}") from None
+    value, raw = number_from_environ(environ, name, default, "seconds")
     if value <= 0:
         raise ValueError(f"{name}: must be above 0, got {raw!r}")
     return value
@@ -166,6 +163,10 @@ class StreamingModel:
 
         self.stall_s = _seconds(os.environ, STALL_ENV, DEFAULT_STALL_S)
         self.drain_timeout_s = _seconds(os.environ, DRAIN_TIMEOUT_ENV, 10.0)
+        from serving.gil_switch import apply_switch_interval
+
+        # The loop, the outbox and the prepare worker share this process's GIL (serving/gil_switch.py).
+        self.switch_interval_ms = apply_switch_interval(os.environ)
         self.emf_dimensions, self.emf_dimension_sets = serving_dimensions(self.model_name)
         model_json = Path(args["model_repository"]) / args["model_version"] / "model.json"
         settings = engine_settings(model_json, os.environ)
@@ -174,7 +175,10 @@ class StreamingModel:
         )
         # Each replica is its own stub process: this variable reaches only this replica's engine.
         os.environ["NEURON_RT_VISIBLE_CORES"] = self.replica.visible_cores
-        print(self.replica.describe(self.model_name), flush=True)
+        print(
+            f"{self.replica.describe(self.model_name)}; GIL switch interval {self.switch_interval_ms:g} ms",
+            flush=True,
+        )
         self.load_steps(settings)  # fail fast (e.g. a missing index) before the minutes-long engine start
 
         self.live: dict[str, Any] = {}  # request id -> LiveRequest; touched on the engine loop only
@@ -214,6 +218,15 @@ class StreamingModel:
         from serving.engine_watch import EngineWatch
 
         self._watch = EngineWatch(self._observe_engine, self._engine_died, stall_s=self.stall_s).start()
+        from serving.gc_heap import freeze_startup_heap
+
+        # Last, with the engine up: the start-up heap never becomes garbage, and a full collection walking it
+        # holds the GIL from every stream for a long time (serving/gc_heap.py).
+        frozen = freeze_startup_heap()
+        print(
+            f"{self.model_name}: start-up heap frozen for the garbage collector ({frozen:,} objects)",
+            flush=True,
+        )
 
     # ---- hooks for subclasses ----
     def load_steps(self, settings: dict[str, Any]) -> None:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from assistant.prepare import prepare_request
 from assistant.retrieve import ProductIndex
+
+pytestmark = pytest.mark.vllm_version
 
 
 def test_a_product_question_gets_cards_and_a_prompt_that_lists_them(product_index: ProductIndex) -> None:

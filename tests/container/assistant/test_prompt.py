@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import functools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,6 +19,8 @@ from assistant.prompt import (
     product_block,
     product_line,
 )
+
+pytestmark = pytest.mark.vllm_version
 
 PRODUCTS = list(generate_catalog(12, seed=8))
 SEARCH = QueryPlan(Intent.PRODUCT_SEARCH, retrieve=True, search_query="boots", top_k=5)
@@ -61,6 +65,31 @@ def test_context_keeps_to_its_token_budget_but_always_has_the_best_product() -> 
     lines = product_block(PRODUCTS, chat, budget=len(product_line(1, PRODUCTS[0])) + 5)
     assert lines == [product_line(1, PRODUCTS[0])]
     assert product_block(PRODUCTS[:1], chat, budget=1) == [product_line(1, PRODUCTS[0])]
+
+
+def test_lines_past_the_budget_are_never_counted_and_a_line_is_counted_once_per_host() -> None:
+    """The prepare worker's CPU: tokenizing every retrieved product's line was the largest share of it."""
+    counted: list[str] = []
+
+    def count(text: str) -> int:
+        counted.append(text)
+        return len(text)  # a token per character
+
+    chat = ChatFormat(render=None, count_tokens=count, count_line=functools.lru_cache(maxsize=64)(count))
+    first, second, third = (product_line(n, PRODUCTS[n - 1]) for n in (1, 2, 3))
+    budget = len(first) + 1 + len(second) + 1  # two lines fit, with a token each for the newline
+    assert product_block(PRODUCTS, chat, budget) == [first, second]
+    assert counted == [first, second, third]  # the third does not fit: the other nine are never counted
+    counted.clear()
+    assert product_block(PRODUCTS, chat, budget) == [first, second]
+    assert counted == []  # the same lines again: counted once per host
+
+
+def test_a_changed_price_is_a_new_line_not_the_remembered_one() -> None:
+    chat = ChatFormat(render=None, count_tokens=len, count_line=functools.lru_cache(maxsize=64)(len))
+    before = product_block([_product(price=99.0)], chat, budget=1_000)
+    after = product_block([_product(price=79.5)], chat, budget=1_000)
+    assert "$99.00" in before[0] and "$79.50" in after[0]
 
 
 def test_off_topic_has_no_product_block_even_if_products_are_passed() -> None:
