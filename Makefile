@@ -27,13 +27,13 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 CDK := npx --no-install cdk --no-notices
 
 .PHONY: help venv node serve-env synth validate test test-infra test-container lint deploy diff destroy preflight compile \
-        index serve ask image pin-base-image bench bench-serving bench-retrieval clean rehearse-routing traffic plan plan-plot \
+        index serve ask image pin-base-image bench bench-serving bench-prepare bench-retrieval clean rehearse-routing traffic plan plan-plot \
         bench-plan bench-planner-fidelity gameday bench-gameday test-mutations docs
 
 help:
 	@echo "make synth [CONFIG=file]   synthesize every stack of a config into cdk.out/ (offline)"
-	@echo "make test [CPU_HOG=2]      run the whole test suite (the serving tests on each vLLM version), optionally beside busy processes"
-	@echo "make test-container [VLLM=0.13.0]   the serving tests on one vLLM version (default $(VLLM_DEFAULT))"
+	@echo "make test [CPU_HOG=2]      run the whole test suite (on the second vLLM version, the serving tests that can depend on it), optionally beside busy processes"
+	@echo "make test-container [VLLM=0.13.0] [MARK=vllm_version]   the serving tests on one vLLM version (default $(VLLM_DEFAULT))"
 	@echo "make lint                  ruff, cfn-lint on cdk.out, hadolint on the Dockerfile"
 	@echo "make docs                  regenerate docs/configuration.md, build the docs site strict into build/site/"
 	@echo "make deploy [APPROVE=1] [WAVES=0] [DRY_RUN=1] | diff | destroy [CONFIG=file]   for users with an AWS account"
@@ -46,7 +46,7 @@ help:
 	@echo "make pin-base-image        resolve the Dockerfile's base tag to a digest, into container/base-image.digest"
 	@echo "make rehearse-routing SCENARIO=file [JSON=1]   replay a routing scenario offline"
 	@echo "make traffic [ARGS=\"show|pin REGION=WEIGHT --for 2h|clear\"]   region weights (AWS account)"
-	@echo "make bench | bench-serving | bench-retrieval   synth time, serving TTFT, retrieval index"
+	@echo "make bench | bench-serving | bench-prepare | bench-retrieval   synth time, serving TTFT, a request's preparation CPU, retrieval index"
 	@echo "make plan FORECAST=file [CONFIG=file]   size each region's fleets by simulation, write the event overlay"
 	@echo "make plan-plot | bench-plan   the planner's TTFT-against-load plot, its speed at the published fleet's scale"
 	@echo "make bench-planner-fidelity   the planner's simulator against the real vLLM-CPU engine (tiny model)"
@@ -89,17 +89,22 @@ HOG_OPTION = $(if $(CPU_HOG),--cpu-hog=$(CPU_HOG))
 # Tests run make themselves (make -n of a recipe, make index): they get the environment a shell gives them,
 # not this make's flags (under -j, a jobserver they cannot reach; command-line variables such as VLLM=).
 TEST_ENV := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL
-# A fresh clone's time is mostly the serving environments' installs (downloads: vLLM 0.13's torch brings 4.3 GB
-# of CUDA libraries from PyPI): they run while the suites run, which are CPU. The suites run one after another
-# (each serving suite starts a Triton server with a vLLM engine), each serving suite once its environment is
-# there: the infrastructure suite, vLLM 0.32's, vLLM 0.13's (docs/benchmarks.md, "Test time").
-# The last serving environment (the largest, vLLM 0.13's) is named first so that its install starts first.
+# A fresh clone's `make test` on a 2-core machine (docs/benchmarks.md, "Test time"). The serving environments
+# install while the suites run (downloads: vLLM 0.13's torch brings 4.3 GB of CUDA libraries from PyPI); the
+# last one (the largest, vLLM 0.13's) is named first so that its install starts first. The suites run one
+# after another: the infrastructure suite, then the serving suite on each vLLM version (each starts Triton
+# servers with vLLM engines, with budgets sized for a suite beside CPU_HOG's busy processes, not beside a
+# second suite: run beside the infrastructure suite, two serving tests failed on a fresh clone). On the
+# second vLLM version only the tests marked vllm_version run: those whose outcome can depend on the version,
+# because they reach vllm, torch, transformers or a real server (tests/vllm_dependence.py decides,
+# tests/test_vllm_version_marks.py holds every module to it). A test that reaches none of them runs the same
+# code on the same packages in both environments: twice proves nothing.
+SECOND_VLLM := $(word 2,$(VLLM_VERSIONS))
 test:
-	$(MAKE) --no-print-directory -j3 TEST_IN_ORDER=1 serve-env-$(word 2,$(VLLM_VERSIONS)) \
-		test-container-$(word 2,$(VLLM_VERSIONS))
+	$(MAKE) --no-print-directory -j3 TEST_IN_ORDER=1 serve-env-$(SECOND_VLLM) test-container-$(SECOND_VLLM)
 ifneq ($(TEST_IN_ORDER),)
-test-container-$(word 1,$(VLLM_VERSIONS)): test-infra serve-env-$(word 1,$(VLLM_VERSIONS))
-test-container-$(word 2,$(VLLM_VERSIONS)): test-container-$(word 1,$(VLLM_VERSIONS)) serve-env-$(word 2,$(VLLM_VERSIONS))
+test-container-$(VLLM_DEFAULT): test-infra serve-env-$(VLLM_DEFAULT)
+test-container-$(SECOND_VLLM): test-container-$(VLLM_DEFAULT) serve-env-$(SECOND_VLLM)
 endif
 
 test-infra: venv node
@@ -263,15 +268,17 @@ $(SERVE_VENV)/.installed: $(SERVE_REQS)
 
 # A base temp folder of its own per version: the servers' backends live there, and pytest prunes shared /tmp
 # folders. pytest creates the base temp folder but not its parent, which a fresh clone lacks.
+# MARK=vllm_version: only the tests whose outcome can depend on the vLLM version, as `make test` runs them on
+# the second version.
 test-container: serve-env
 	@echo "serving tests on vLLM $(VLLM) ($(SERVE_VENV))"
 	mkdir -p build
-	$(TEST_ENV) $(SERVE_VENV)/bin/pytest tests/container -q --basetemp=build/pytest-container-$(VLLM) $(HOG_OPTION)
+	$(TEST_ENV) $(SERVE_VENV)/bin/pytest tests/container -q --basetemp=build/pytest-container-$(VLLM) $(if $(MARK),-m $(MARK)) $(HOG_OPTION)
 
 # Static pattern rules: make searches no implicit rule for a phony target.
 .PHONY: $(addprefix test-container-,$(VLLM_VERSIONS)) $(addprefix serve-env-,$(VLLM_VERSIONS))
 $(addprefix test-container-,$(VLLM_VERSIONS)): test-container-%:
-	$(MAKE) --no-print-directory test-container VLLM=$*
+	$(MAKE) --no-print-directory test-container VLLM=$* $(if $(and $(TEST_IN_ORDER),$(filter $*,$(SECOND_VLLM))),MARK=vllm_version)
 $(addprefix serve-env-,$(VLLM_VERSIONS)): serve-env-%:
 	$(MAKE) --no-print-directory serve-env VLLM=$*
 
@@ -302,6 +309,10 @@ bench-serving: serve-env
 # The simulator against the serving tests' real engine (docs/planner.md, "The simulator against a real engine").
 bench-planner-fidelity: serve-env
 	$(SERVE_VENV)/bin/python bench/planner_fidelity.py
+
+# A request's preparation alone (plan, retrieve, prompt), its CPU time step by step; PROFILE=1 adds cProfile.
+bench-prepare: serve-env
+	$(SERVE_VENV)/bin/python bench/prepare_cpu.py $(if $(PROFILE),--profile)
 
 bench-retrieval: serve-env
 	$(SERVE_VENV)/bin/python bench/retrieval_index.py

@@ -140,19 +140,23 @@ def test_validate_strict_is_a_make_variable_that_reaches_the_validator():
     assert validate().endswith("-m settings config/default.yaml")
 
 
-def test_make_test_installs_the_serving_environments_while_the_suites_run():
-    """A fresh clone's time is mostly the serving environments' installs: they start first and run beside the
-    suites (-j), the suites run one after another, and every test session starts without make's flags (a
-    jobserver a make in a test cannot reach)."""
+def _make_test_dry_run(*variables: str) -> list[str]:
     done = subprocess.run(
-        ["make", "-n", "--no-print-directory", "test", "CPU_HOG=2"],
+        ["make", "-n", "--no-print-directory", "test", *variables],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
         env={key: value for key, value in os.environ.items() if not key.startswith("MAKE")},
     )
-    lines = [line for line in done.stdout.splitlines() if "WARNING" not in line]
+    return [line for line in done.stdout.splitlines() if "WARNING" not in line]
+
+
+def test_make_test_installs_the_serving_environments_while_the_suites_run():
+    """A fresh clone's time is mostly the serving environments' installs: they start first and run beside the
+    suites (-j), the suites run one after another beside CPU_HOG's busy processes, and every test session
+    starts without make's flags (a jobserver a make in a test cannot reach)."""
+    lines = _make_test_dry_run("CPU_HOG=2")
     assert re.match(r"make .*-j3 .*serve-env-0\.13\.0", lines[0]), lines[0]
     sessions = [number for number, line in enumerate(lines) if "/bin/pytest tests" in line]
     suites = [lines[number].split("/bin/pytest")[0] for number in sessions]
@@ -163,3 +167,16 @@ def test_make_test_installs_the_serving_environments_while_the_suites_run():
     for number in sessions:
         assert lines[number].startswith("env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL "), lines[number]
         assert lines[number].endswith("--cpu-hog=2"), lines[number]
+
+
+def test_make_test_runs_the_suites_one_after_another_and_on_the_second_vllm_only_its_marked_tests():
+    """The infrastructure suite, then the serving suite whole on vLLM 0.32, then on 0.13 only the tests marked
+    vllm_version: one after another, never two suites at once (the serving tests' timing assumes the machine
+    is theirs)."""
+    lines = _make_test_dry_run()
+    assert not lines[0].endswith("test-infra"), lines[0]
+    sessions = [line for line in lines if "/bin/pytest tests" in line]
+    assert len(sessions) == 3, sessions
+    assert ".venv/bin/pytest tests --ignore=tests/container" in sessions[0], sessions[0]
+    assert ".venv-serve/bin/pytest" in sessions[1] and "-m " not in sessions[1], sessions[1]
+    assert ".venv-serve-0.13/bin/pytest" in sessions[2] and " -m vllm_version" in sessions[2], sessions[2]

@@ -25,6 +25,8 @@ from assistant.sampling_platforms import (
     resolve_platform,
 )
 
+pytestmark = pytest.mark.vllm_version
+
 LIMITS = RequestLimits()
 
 

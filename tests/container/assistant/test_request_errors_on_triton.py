@@ -13,7 +13,7 @@ from local.client import StreamingClient
 from local.triton_server import TritonServer
 from tests.container.conftest import emf_lines, read_metrics, wait_for
 
-pytestmark = pytest.mark.serving
+pytestmark = [pytest.mark.serving, pytest.mark.vllm_version]
 
 
 # Symbols the tiny tokenizer has no merges for: about a token a character, so 3,990 of them (within the

@@ -17,6 +17,8 @@ from assistant.sampling_defaults import (
     read_generation_config,
 )
 
+pytestmark = pytest.mark.vllm_version
+
 # Llama 3.1 8B Instruct's generation_config.json, as published with the model.
 LLAMA_31_GENERATION_CONFIG = {
     "bos_token_id": 128000,

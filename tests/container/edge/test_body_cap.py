@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from assistant.request import RequestLimits
 from edge.body_cap import max_request_body_bytes
+
+pytestmark = pytest.mark.vllm_version
 
 
 def test_the_longest_valid_question_in_the_widest_json_spelling_fits_under_the_cap():

@@ -21,7 +21,7 @@ from tritonclient.utils import InferenceServerException
 from local.client import StreamingClient, request_inputs
 from local.triton_server import TritonServer
 
-pytestmark = pytest.mark.serving
+pytestmark = [pytest.mark.serving, pytest.mark.vllm_version]
 
 MB = 1024 * 1024
 PATH = "/v2/models/assistant/generate"

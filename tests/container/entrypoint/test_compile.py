@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from entrypoint.artifact_key import MANIFEST_NAME
 from entrypoint.compile import main as compile_main
 from tests.container.entrypoint.test_start import (  # noqa: F401 (fixtures)
@@ -19,6 +21,8 @@ from tests.container.entrypoint.test_start import (  # noqa: F401 (fixtures)
     serving_user,
     start,
 )
+
+pytestmark = pytest.mark.vllm_version
 
 
 def neuron_stand_in(plan, environment):

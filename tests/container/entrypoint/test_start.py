@@ -20,6 +20,8 @@ from entrypoint.start import StartError, check_user, main, neuron_cores_present,
 from entrypoint.weights import upload as upload_weights
 from serving.engine_settings import engine_settings
 
+pytestmark = pytest.mark.vllm_version
+
 REPOSITORY = Path(__file__).resolve().parents[3] / "container" / "model_repository"
 BUCKET = "kit-models"
 

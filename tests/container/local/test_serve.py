@@ -24,7 +24,7 @@ from local.triton_server import free_ports
 from serving.orphan_guard import descendants
 from tests.container.conftest import SERVER_START_TIMEOUT_S, TEST_ENVIRONMENT, wait_for
 
-pytestmark = pytest.mark.serving
+pytestmark = [pytest.mark.serving, pytest.mark.vllm_version]
 
 STREAMS = 48
 SOAK_S = 15.0

@@ -6,6 +6,8 @@ import pytest
 
 from local.tiny_model import train_tokenizer
 
+pytestmark = pytest.mark.vllm_version
+
 
 @pytest.fixture(scope="module")
 def tokenizer():

@@ -18,6 +18,8 @@ from local.triton_server import (
     server_environment,
 )
 
+pytestmark = pytest.mark.vllm_version
+
 
 def test_environment_puts_this_python_first_and_the_wheel_libraries_on_the_loader_path(
     tmp_path: Path,

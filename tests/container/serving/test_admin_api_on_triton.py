@@ -16,7 +16,7 @@ from entrypoint.admin_api import GRPC_HEADER, HTTP_HEADER
 from local.client import StreamingClient
 from local.triton_server import TritonServer
 
-pytestmark = pytest.mark.serving
+pytestmark = [pytest.mark.serving, pytest.mark.vllm_version]
 
 VICTIM = "passthrough"
 SHORT = {"max_tokens": 8, "min_tokens": 8}  # ignore_eos is not client-settable on the assistant

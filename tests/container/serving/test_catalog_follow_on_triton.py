@@ -20,6 +20,8 @@ from local.triton_server import ServerError, TritonServer
 from tests.container.conftest import SERVER_START_TIMEOUT_S, TEST_ENVIRONMENT, emf_lines, wait_for
 from tests.container.serving.test_catalog_follow import index_with_price
 
+pytestmark = pytest.mark.vllm_version
+
 BUCKET = "artifacts"
 LOCATION = S3Location(BUCKET, "catalog-index")
 QUESTION = "zephyr hiking boots"

@@ -11,6 +11,8 @@ import pytest
 
 from serving.engine_loop import EngineLoop
 
+pytestmark = pytest.mark.vllm_version
+
 
 def bare_loop() -> EngineLoop:
     """An EngineLoop's thread and event loop without a vLLM engine (named as such: the engine plays no part

@@ -14,6 +14,8 @@ from serving.engine_settings import (
     engine_settings,
 )
 
+pytestmark = pytest.mark.vllm_version
+
 BASE = {"model": "/opt/models/weights", "tensor_parallel_size": 24, "additional_config": {"a": 1}}
 
 

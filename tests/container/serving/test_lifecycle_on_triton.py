@@ -35,7 +35,7 @@ from tests.container.conftest import (
     wait_for,
 )
 
-pytestmark = pytest.mark.serving
+pytestmark = [pytest.mark.serving, pytest.mark.vllm_version]
 
 
 def own_server(

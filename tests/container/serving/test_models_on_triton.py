@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.error
@@ -21,7 +22,7 @@ from tests.container.conftest import (
     wait_for,
 )
 
-pytestmark = pytest.mark.serving
+pytestmark = [pytest.mark.serving, pytest.mark.vllm_version]
 
 MODEL = 'model="assistant",replica="0"'
 # min_tokens = max_tokens: a random-weight model may end early; these tests need a known number of tokens
@@ -384,6 +385,31 @@ def test_model_load_fails_clearly_on_a_missing_index(demo_assets, tmp_path) -> N
         server.start(timeout_s=120)
     assert "cannot open the catalog index" in server.log_path.read_text(errors="replace")
     assert server.process is not None and server.process.poll() is not None
+
+
+def test_each_model_process_shares_its_gil_in_short_slices(triton: TritonServer) -> None:
+    """The engine loop, the outbox and the prepare worker hand the GIL over every 1 ms, not CPython's 5 ms
+    (serving/gil_switch.py): the preparation's wall time was several times its CPU time at 5 ms."""
+    from serving.gil_switch import DEFAULT_SWITCH_INTERVAL_MS
+
+    log = triton.log_path.read_text(errors="replace")
+    for model in ("assistant", "passthrough"):
+        assert f"{model}: engine replica 1 of 1" in log
+        assert re.search(
+            rf"{model}: engine replica 1 of 1 .*; GIL switch interval {DEFAULT_SWITCH_INTERVAL_MS:g} ms", log
+        ), f"{model} did not report its GIL switch interval"
+
+
+def test_each_model_process_freezes_its_start_up_heap(triton: TritonServer) -> None:
+    """vLLM, torch and the tokenizer leave some 600,000 objects that a full garbage collection would walk with
+    the GIL held, stalling every stream (serving/gc_heap.py): once loaded, each model freezes them."""
+    log = triton.log_path.read_text(errors="replace")
+    for model in ("assistant", "passthrough"):
+        found = re.search(
+            rf"{model}: start-up heap frozen for the garbage collector \(([\d,]+) objects\)", log
+        )
+        assert found is not None, f"{model} did not freeze its start-up heap"
+        assert int(found.group(1).replace(",", "")) > 100_000  # the engine's and tokenizer's objects
 
 
 def test_server_health_endpoints(triton: TritonServer) -> None:

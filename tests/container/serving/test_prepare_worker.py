@@ -7,10 +7,14 @@ import asyncio
 import threading
 from types import SimpleNamespace
 
+import pytest
+
 from assistant.request import RequestError
 from serving.outbox import LiveRequest
 from serving.prepare_worker import PrepareWorker
 from serving.streaming_model import ServingRequest, StreamingModel
+
+pytestmark = pytest.mark.vllm_version
 
 WAIT_S = 10.0
 

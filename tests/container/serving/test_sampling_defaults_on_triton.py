@@ -19,6 +19,8 @@ from local.tiny_model import TINY_SAMPLING_DEFAULTS
 from local.triton_server import TritonServer
 from serving.models import ModelLoadError, _sampling_defaults
 
+pytestmark = pytest.mark.vllm_version
+
 ASK_SAMPLING = {"return_sampling_parameters": True}
 
 

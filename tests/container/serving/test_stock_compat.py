@@ -9,6 +9,8 @@ import pytest
 from assistant.request import RequestError
 from serving.stock_compat import STREAM_PREPEND_ERROR, flags, prepend_input, sampling_kwargs
 
+pytestmark = pytest.mark.vllm_version
+
 
 @pytest.mark.parametrize(
     ("stream", "exclude", "prepend"),

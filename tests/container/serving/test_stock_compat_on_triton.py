@@ -12,7 +12,7 @@ from local.triton_server import TritonServer
 from serving.stock_compat import STREAM_PREPEND_ERROR
 from tests.container.conftest import emf_lines
 
-pytestmark = pytest.mark.serving
+pytestmark = [pytest.mark.serving, pytest.mark.vllm_version]
 
 MODEL = "passthrough"
 
@@ -118,7 +118,11 @@ def test_return_outputs_follow_the_stock_backend(triton: TritonServer) -> None:
     assert int(last["num_input_tokens"].reshape(-1)[0]) >= 2
     assert last["cumulative_logprob"].dtype.name == "float32" and float(last["cumulative_logprob"][0]) < 0
     positions = json.loads(last["logprobs"][0])
-    assert len(positions) == 1 and all("logprob" in entry for entry in positions[0].values())
+    # One position per token the response carries: usually one, but when the stream's reader falls behind the
+    # engine (a busy machine) vLLM's output collector merges the deltas waiting for it into one response.
+    tokens = int(last["num_output_tokens"].reshape(-1)[0])
+    assert tokens >= 1 and len(positions) == tokens, (tokens, positions)
+    assert all("logprob" in entry for position in positions for entry in position.values())
 
 
 def _outcomes(triton: TritonServer) -> list[dict]:

@@ -12,6 +12,8 @@ from serving.streaming_model import (
     shutdown_budget,
 )
 
+pytestmark = pytest.mark.vllm_version
+
 
 def test_a_short_exit_timeout_leaves_the_engine_what_the_drain_does_not_use() -> None:
     # Triton stopped with --exit-timeout-secs=20 and a 10 s drain: 10 s drain, 15 s in all.

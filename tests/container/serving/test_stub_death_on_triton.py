@@ -25,7 +25,7 @@ from tests.container.serving.test_lifecycle_on_triton import (
     stays_out_until_exit,
 )
 
-pytestmark = pytest.mark.serving
+pytestmark = [pytest.mark.serving, pytest.mark.vllm_version]
 
 
 def model_stub(server_pid: int) -> int:
