@@ -1,4 +1,5 @@
-"""The shared reader of a number from the environment: blank is the default, a non-number names the variable."""
+"""The shared reader of a number from the environment: blank is the default, a non-number names the
+variable."""
 
 from __future__ import annotations
 
