@@ -8,20 +8,20 @@ longest sequence ends before the next one starts). Events are batched: a replica
 is not stepped token by token; it jumps to its next completion, or to the first step boundary after an
 arrival it could admit, so the cost is a few heap operations per request, not per token. With decode
 buckets (Engine) a replica also stops where its longest sequence outgrows its bucket, as its step changes
-there.
+there. The loop itself is compiled (planner/event_loop.py); this module lays the fleet out for it.
 """
 
 from __future__ import annotations
 
 import bisect
-import heapq
 import math
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
+
+from planner import event_loop
 
 # One-sided 99th percentile of the standard normal distribution.
 Z99 = 2.3263478740408408
@@ -234,63 +234,6 @@ class Outcome:
         return float(np.percentile(ttft, 99) * 1000) if len(ttft) else 0.0
 
 
-class _Replica:
-    __slots__ = (
-        "admit_free",
-        "admit_until",
-        "buckets",
-        "busy",
-        "cap",
-        "decode_start",
-        "decoding",
-        "engine",
-        "event_time",
-        "host",
-        "index",
-        "inv_prefill",
-        "loads",
-        "longest_offset",
-        "prompt",
-        "queue",
-        "running",
-        "slot",
-        "step",
-        "steps",
-        "tables",
-        "tokens",
-    )
-
-    def __init__(self, index: int, host: int, engine: Engine, prompt: list[int]) -> None:
-        self.index = index
-        self.prompt = prompt  # tokens each request is prefilled at on this engine (bucket-padded)
-        self.host = host
-        self.inv_prefill = 1.0 / engine.prefill_tokens_per_second
-        self.engine = engine
-        self.steps = engine.decode_step_seconds
-        # Decode buckets: the step tables per bucket, and the longest running sequence's context less the
-        # replica's step count (a running sequence's context grows by one with every step).
-        self.buckets = list(engine.decode_buckets)
-        self.tables = engine.decode_step_by_bucket
-        self.longest_offset = -(1 << 62)
-        self.cap = engine.max_num_seqs
-        self.queue: deque[int] = deque()
-        self.running: list[tuple[int, int]] = []  # heap of (token count at which it ends, request)
-        self.tokens = 0  # decode steps this replica has run: every running sequence gains one per step
-        # Outstanding requests of each replica of its host, this one's at `slot`: the host's pick of the
-        # least loaded replica is then one min() in C.
-        self.loads: list[int] = [0]
-        self.slot = 0
-        self.busy = False
-        self.decoding = False
-        self.decode_start = 0.0
-        self.step = 0.0
-        self.event_time = math.inf
-        # A decode step boundary whose admissions already ran (see simulate): arrivals before it join the
-        # prefill that starts there, while it has slots left.
-        self.admit_until = -math.inf
-        self.admit_free = 0
-
-
 def simulate(
     groups: Sequence[HostGroup],
     requests: Requests,
@@ -304,240 +247,64 @@ def simulate(
     `max_queued`: the container's admission bound (container/serving/streaming_model.py): a replica that
     already holds max_num_seqs + max_queued requests refuses the next at once (UNAVAILABLE, "shed"); the
     balancer's choice is the least loaded, so every replica is full then. None: every request waits."""
-    replicas: list[_Replica] = []
-    host_replicas: list[list[_Replica]] = []
-    host_loads: list[list[int]] = []  # per host, its replicas' outstanding requests
-    prefilled: dict[tuple[int, ...], list[int]] = {}  # bucket list -> padded prompts, shared by its engines
+    engines: list[Engine] = []
+    paddings: list[tuple[int, ...]] = []  # prefill bucket lists; their padded prompts are shared by engines
+    replica_engine: list[int] = []
+    replica_padding: list[int] = []
+    replica_host: list[int] = []
+    host_first: list[int] = []
+    host_replicas: list[int] = []
     for group in groups:
-        buckets = group.engine.prefill_buckets
-        if buckets not in prefilled:
-            prefilled[buckets] = group.engine.padded(requests.prompt).tolist()
+        if group.engine not in engines:
+            engines.append(group.engine)
+        if group.engine.prefill_buckets not in paddings:
+            paddings.append(group.engine.prefill_buckets)
         for _ in range(group.count):
-            host = len(host_replicas)
-            members = [
-                _Replica(len(replicas) + i, host, group.engine, prefilled[buckets])
-                for i in range(group.replicas)
-            ]
-            loads = [0] * len(members)
-            for slot, member in enumerate(members):
-                member.loads, member.slot = loads, slot
-            host_replicas.append(members)
-            host_loads.append(loads)
-            replicas.extend(members)
-    hosts = len(host_replicas)
-    if hosts == 0:
+            host_first.append(len(replica_host))
+            host_replicas.append(group.replicas)
+            for _ in range(group.replicas):
+                replica_engine.append(engines.index(group.engine))
+                replica_padding.append(paddings.index(group.engine.prefill_buckets))
+                replica_host.append(len(host_first) - 1)
+    if not host_first:
         raise ValueError("a fleet needs at least one host")
 
-    arrival = requests.arrival.tolist()
-    output = requests.output.tolist()
-    tokens_in = requests.prompt.tolist()  # the prompt as the KV cache holds it (decode buckets)
-    count = len(arrival)
-    offset = [0] * count  # decode buckets: a running request's context less its replica's step count
-    ttft = [0.0] * count
-    finish = [0.0] * count
-    served_by = [0] * count
-    shed = [False] * count
-    host_out = [0] * hosts
-    # (time, key): key >= 0 is a replica's next step; key < 0 is request ~key ending (static batching only).
-    events: list[tuple[float, int]] = []
-    push, pop = heapq.heappush, heapq.heappop
-    bisect_left = bisect.bisect_left
-    static = batching is Batching.STATIC
+    widest = max(engine.max_num_seqs for engine in engines) + 1
+    most_buckets = max(1, *(len(engine.decode_buckets) for engine in engines))
+    steps = np.zeros((len(engines), widest))
+    buckets = np.zeros((len(engines), most_buckets), dtype=np.int64)
+    tables = np.zeros((len(engines), most_buckets, widest))
+    for row, engine in enumerate(engines):
+        steps[row, : len(engine.decode_step_seconds)] = engine.decode_step_seconds
+        buckets[row, : len(engine.decode_buckets)] = engine.decode_buckets
+        for index, table in enumerate(engine.decode_step_by_bucket):
+            tables[row, index, : len(table)] = table
+    by_padding = {engine.prefill_buckets: engine for engine in engines}
+    padded = np.array([by_padding[padding].padded(requests.prompt) for padding in paddings], dtype=np.int64)
+    padded = padded.reshape(len(paddings), len(requests))
 
-    def continuous_step(replica: _Replica, now: float) -> None:
-        running = replica.running
-        tokens = replica.tokens
-        if replica.decoding:
-            tokens += round((now - replica.decode_start) / replica.step)
-            replica.tokens = tokens
-            replica.decoding = False
-        if running and running[0][0] <= tokens:
-            done = 0
-            longest_left = False
-            longest_offset = replica.longest_offset
-            while running and running[0][0] <= tokens:
-                request = pop(running)[1]
-                finish[request] = now
-                done += 1
-                if offset[request] == longest_offset:
-                    longest_left = True
-            host_out[replica.host] -= done
-            replica.loads[replica.slot] -= done
-            if longest_left and replica.buckets:
-                replica.longest_offset = max([offset[r] for _, r in running]) if running else -(1 << 62)
-        queue = replica.queue
-        free = replica.cap - len(running)
-        if queue and free > 0:
-            # Prefill first: each admitted prompt is encoded in turn and emits its first token.
-            time = now
-            inv_prefill = replica.inv_prefill
-            prompt = replica.prompt
-            popleft = queue.popleft
-            if replica.buckets:
-                longest_offset = replica.longest_offset
-                for _ in range(free if free < len(queue) else len(queue)):
-                    request = popleft()
-                    time += prompt[request] * inv_prefill
-                    ttft[request] = time - arrival[request]
-                    push(running, (tokens + output[request] - 1, request))
-                    # Its context after the replica's next step: the prompt, the first token, the next.
-                    context = tokens_in[request] + 1 - tokens
-                    offset[request] = context
-                    if context > longest_offset:
-                        longest_offset = context
-                replica.longest_offset = longest_offset
-            else:
-                for _ in range(free if free < len(queue) else len(queue)):
-                    request = popleft()
-                    time += prompt[request] * inv_prefill
-                    ttft[request] = time - arrival[request]
-                    push(running, (tokens + output[request] - 1, request))
-            replica.event_time = time
-            push(events, (time, replica.index))
-        elif running:
-            steps = running[0][0] - tokens  # to the next completion
-            buckets = replica.buckets
-            if buckets:
-                longest = tokens + replica.longest_offset
-                index = bisect_left(buckets, longest)
-                if index < len(buckets):
-                    # The batch runs at this bucket until its longest context outgrows it.
-                    room = buckets[index] - longest + 1
-                    if room < steps:
-                        steps = room
-                else:
-                    index = len(buckets) - 1
-                step = replica.tables[index][len(running)]
-            else:
-                step = replica.steps[len(running)]
-            replica.decoding = True
-            replica.decode_start = now
-            replica.step = step
-            time = now + steps * step
-            replica.event_time = time
-            push(events, (time, replica.index))
-        else:
-            replica.busy = False
-            replica.event_time = math.inf
+    def int64(values: Sequence[int] | np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(values, dtype=np.int64)
 
-    def static_batch(replica: _Replica, now: float) -> None:
-        queue = replica.queue
-        if not queue:
-            replica.busy = False
-            replica.event_time = math.inf
-            return
-        size = min(replica.cap, len(queue))
-        batch = [queue.popleft() for _ in range(size)]
-        time = now
-        for request in batch:
-            time += replica.prompt[request] * replica.inv_prefill
-            ttft[request] = time - arrival[request]
-        longest = max(output[request] for request in batch)
-        # A static batch steps at its full size until its longest sequence ends; with decode buckets, at
-        # the bucket of its longest context, which grows by one per step: elapsed[k] = time after k steps.
-        elapsed = [0.0]
-        if replica.buckets:
-            start = max(tokens_in[request] for request in batch)
-            for step_number in range(1, longest):
-                elapsed.append(elapsed[-1] + replica.engine.decode_step(size, start + step_number))
-        else:
-            step = replica.steps[size]
-            elapsed = [k * step for k in range(longest)]
-        for request in batch:
-            done = time + elapsed[output[request] - 1]
-            finish[request] = done
-            push(events, (done, ~request))
-        replica.event_time = time + elapsed[longest - 1]
-        push(events, (replica.event_time, replica.index))
-
-    handle = static_batch if static else continuous_step
-
-    def admit(replica: _Replica, request: int) -> None:
-        """Prefill `request` after the prompts already admitted at the replica's open step boundary (in
-        arrival order, as continuous_step admits a queue) and move its event to the prefill's end."""
-        tokens = replica.tokens
-        time = replica.event_time + replica.prompt[request] * replica.inv_prefill
-        ttft[request] = time - arrival[request]
-        push(replica.running, (tokens + output[request] - 1, request))
-        if replica.buckets:
-            context = tokens_in[request] + 1 - tokens
-            offset[request] = context
-            if context > replica.longest_offset:
-                replica.longest_offset = context
-        replica.admit_free -= 1
-        replica.event_time = time
-        push(events, (time, replica.index))
-
-    def advance(until: float) -> None:
-        while events and events[0][0] <= until:
-            time, key = pop(events)
-            if key < 0:
-                served = replicas[served_by[~key]]
-                host_out[served.host] -= 1
-                served.loads[served.slot] -= 1
-                continue
-            replica = replicas[key]
-            if time == replica.event_time:  # otherwise an earlier boundary replaced this event
-                handle(replica, time)
-
-    least_outstanding = balancer is Balancer.LEAST_OUTSTANDING
-    bounded, queued_limit = max_queued is not None, max_queued or 0
-    ceil = math.ceil
-    for request in range(count):
-        now = arrival[request]
-        if not static:
-            # advance(now), inlined: the loop's hottest lines, a function call per arrival saved
-            while events and events[0][0] <= now:
-                time, key = pop(events)
-                replica = replicas[key]
-                if time == replica.event_time:  # otherwise an earlier boundary replaced this event
-                    continuous_step(replica, time)
-        elif events and events[0][0] <= now:
-            advance(now)
-        # The first host with the fewest outstanding (index of the min runs in C, unlike min with a key).
-        host = host_out.index(min(host_out)) if least_outstanding else request % hosts
-        # Its least loaded replica, the first of equals.
-        loads = host_loads[host]
-        slot = loads.index(min(loads))
-        replica = host_replicas[host][slot]
-        served_by[request] = replica.index
-        if bounded and loads[slot] >= replica.cap + queued_limit:
-            shed[request] = True
-            ttft[request] = finish[request] = math.nan
-            continue
-        host_out[host] += 1
-        loads[slot] += 1
-        if not replica.busy:
-            # Every event up to now has run, so an idle engine starts on it at once.
-            replica.queue.append(request)
-            replica.busy = True
-            handle(replica, now)
-        elif now < replica.admit_until and replica.admit_free:
-            admit(replica, request)  # before the boundary another arrival opened: join its prefill
-        elif replica.decoding and len(replica.running) < replica.cap:
-            # Join at the next decode step boundary rather than at the next completion.
-            start, step = replica.decode_start, replica.step
-            boundary = start + ceil((now - start) / step) * step
-            if boundary < replica.event_time:
-                # The boundary's own event, run now rather than pushed: until it, only arrivals touch
-                # this replica (its next completion is past the boundary, so none is due there), and
-                # those that come before it join the same prefill; its arithmetic is the event's.
-                replica.tokens += round((boundary - start) / step)
-                replica.decoding = False
-                replica.admit_until = boundary
-                replica.admit_free = replica.cap - len(replica.running)
-                replica.event_time = boundary  # the prefill starts here; admit() moves it to its end
-                admit(replica, request)
-            else:
-                replica.queue.append(request)
-        else:
-            replica.queue.append(request)
-    advance(math.inf)
-
-    host_of = np.array([r.host for r in replicas], dtype=np.int64)
-    return Outcome(
-        np.array(ttft),
-        np.array(finish),
-        host_of[np.array(served_by, dtype=np.int64)],
-        np.array(shed) if max_queued is not None else None,
+    ttft, finish, served_by, shed = event_loop.run(
+        np.ascontiguousarray(requests.arrival, dtype=np.float64),
+        int64(requests.output),
+        int64(requests.prompt),
+        padded,
+        int64(replica_host),
+        int64(replica_engine),
+        int64(replica_padding),
+        int64(host_first),
+        int64(host_replicas),
+        np.array([1.0 / engine.prefill_tokens_per_second for engine in engines]),
+        int64([engine.max_num_seqs for engine in engines]),
+        steps,
+        int64([len(engine.decode_buckets) for engine in engines]),
+        buckets,
+        tables,
+        balancer is Balancer.LEAST_OUTSTANDING,
+        batching is Batching.STATIC,
+        max_queued is not None,
+        max_queued or 0,
     )
+    return Outcome(ttft, finish, int64(replica_host)[served_by], shed if max_queued is not None else None)
