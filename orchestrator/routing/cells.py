@@ -31,6 +31,7 @@ from .policy import (
     confirmed_bad,
     decide,
     remember,
+    room_in_weight,
     step_toward,
     summarize,
 )
@@ -150,7 +151,7 @@ def split_region(
             held[name] = weight
         if sum(held.values()) > total:
             held = apportion(total, {n: float(w) for n, w in held.items()})
-        room = sum(_room(current.get(n, 0), signals[n]) for n in takers)  # type: ignore[arg-type]
+        room = sum(room_in_weight(current.get(n, 0), signals[n]) for n in takers)  # type: ignore[arg-type]
         # What the siblings cannot take leaves the region with the drained cell.
         taken_total = total - sum(held.values()) - math.ceil(max(freed - room, 0.0))
         weights = {
@@ -168,16 +169,6 @@ def split_region(
         for name in names
     ]
     return {name: weights[name] for name in names}, new_memory, decisions
-
-
-def _room(weight: int, signals: RegionSignals) -> float:
-    """The weight a cell could take on without running past its slots: its spare slots, at the weight per
-    slot of demand it shows now (its slots' share of its weight when it has no load to measure by)."""
-    if signals.serving_slots <= 0:
-        return 0.0
-    if signals.load >= 1.0 and weight > 0:
-        return signals.spare_slots * weight / signals.load
-    return float(weight) * signals.spare_slots / signals.serving_slots
 
 
 def _damped_split(
