@@ -46,6 +46,9 @@ SLOW_HOLD_RUNS = 15
 # a p99 objective): a slow minute reaches the weights 3-4 minutes later (the metrics' delay, two runs to
 # confirm, resolvers following), so waiting for the objective itself to be missed misses it for as long.
 LATENCY_MARGIN = 0.5
+# A region shedding more than this share of its requests at the edge is at its bound, whatever its serving
+# slots say (a fleet limited by prefill sheds with slots to spare): it takes no weight from a slow region.
+RECEIVER_SHED_SHARE = 0.001
 
 
 @dataclass(frozen=True)
@@ -428,7 +431,7 @@ def _rebalance(
     # Whole weights adding up to the healthy regions' budget exactly, so no total creeps run to run.
     whole = apportion(min(share_budget, MAX_WEIGHT * len(wanted)), wanted)
     caps, receivers = latency_caps(params, current, eligible, memory or {}, followed)
-    whole = give_to_receivers(whole, caps, receivers, eligible)
+    whole = give_to_receivers(whole, caps, receivers, eligible, followed)
     for region, weight in whole.items():
         plans[region].target = min(weight, MAX_WEIGHT)
         signals = eligible[region]
@@ -465,7 +468,10 @@ def latency_caps(
     receivers = {
         r
         for r, s in eligible.items()
-        if not memory.get(r, RegionMemory()).slow_lately() and not s.slow(params) and s.spare_slots > 0
+        if not memory.get(r, RegionMemory()).slow_lately()
+        and not s.slow(params)
+        and s.spare_slots > 0
+        and s.shed_share <= RECEIVER_SHED_SHARE
     }
     caps: dict[str, int] = {}
     if not receivers:
@@ -488,9 +494,14 @@ def give_to_receivers(
     caps: Mapping[str, int],
     receivers: set[str],
     eligible: Mapping[str, RegionSignals],
+    followed: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
     """`weights` with each capped region at its cap at most, what that frees split over the receivers in
-    proportion to their spare slots (up to 255 each; any left over stays where it was)."""
+    proportion to their spare slots, each taking no more than its room (`room_in_weight`: the weight it can
+    take without running past its slots) and 255; what they cannot take stays where it was. Sized by spare
+    slots alone, a receiver with a few slots to spare took the whole cut: the surge-2.5x-event game day
+    moved 10 of us-east-1's weight to us-east-2 at 98% of its bound, which then shed a fifth of its
+    requests."""
     result = dict(weights)
     freed = 0
     for region, cap in caps.items():
@@ -499,17 +510,34 @@ def give_to_receivers(
             result[region] = cap
     if freed <= 0 or not receivers:
         return result
-    room = {r: eligible[r].spare_slots for r in sorted(receivers)}
-    for region, extra in apportion(freed, room).items():
-        taken = min(extra, MAX_WEIGHT - result[region])
+    spare = {r: eligible[r].spare_slots for r in sorted(receivers)}
+    # Room is measured at the weight the receiver's minute followed; what this run already gave it counts.
+    drew = {r: (followed or weights).get(r, weights[r]) for r in spare}
+    limit = {
+        r: max(math.floor(room_in_weight(drew[r], eligible[r]) - max(result[r] - drew[r], 0)), 0)
+        for r in spare
+    }
+    for region, extra in apportion(min(freed, sum(limit.values())), spare).items():
+        taken = min(extra, limit[region], MAX_WEIGHT - result[region])
         result[region] += taken
         freed -= taken
-    if freed > 0:  # every receiver at 255: the capped regions keep the rest
+    if freed > 0:  # no receiver has room for more (or all are at 255): the capped regions keep the rest
         for region in caps:
             back = min(freed, weights[region] - result[region])
             result[region] += back
             freed -= back
     return result
+
+
+def room_in_weight(weight: float, signals: RegionSignals) -> float:
+    """The weight a region (or cell) could take on without running past its slots: its spare slots, at the
+    weight per slot of demand it shows now (its slots' share of its weight when it has no load to measure
+    by)."""
+    if signals.serving_slots <= 0:
+        return 0.0
+    if signals.load >= 1.0 and weight > 0:
+        return signals.spare_slots * weight / signals.load
+    return float(weight) * signals.spare_slots / signals.serving_slots
 
 
 def apportion(total: int, shares: Mapping[str, float]) -> dict[str, int]:

@@ -63,7 +63,7 @@ def test_the_read_parameters_are_the_templates(assembly):
     region = read_deployment(assembly).cells[REGION]
     inf2 = region.fleets[0]
     assert inf2.instance_type == "inf2.48xlarge"
-    assert inf2.tracking.metric == "RequestsInFlight" and inf2.tracking.target == 57.6
+    assert inf2.tracking.metric == "RequestsInFlight" and inf2.tracking.target == 48.0
     # The event's raise in force at the peak (config/prime-day.yaml: 117-176 hosts), the group's maximum
     # with the rolling deploy's 25% surge.
     assert inf2.bounds_at(PEAK) == (117, 220, 117, 176)

@@ -72,7 +72,7 @@ def test_fleet_props_carry_the_config(settings, overlay):
     environment = dict(built.environment)
     assert environment["ENGINE_MAX_NUM_SEQS"] == "32"
     assert environment["ASSISTANT_MAX_TOKENS_LIMIT"] == "1024"
-    assert built.target_requests_in_flight == 76.8  # 4 engine replicas x 32 sequences x 0.6
+    assert built.target_requests_in_flight == 64.0  # 4 engine replicas x 32 sequences x 0.5
     assert built.offered_in_region
     elsewhere = overlay(
         "regions:\n  eu-west-1:\n    weight: 1\n    fleets:\n"

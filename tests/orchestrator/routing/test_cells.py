@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.routing.cells import apportion, decide_cells, region_signals_of
+from orchestrator.routing.cells import apportion, decide_cells, region_signals_of, split_region
 from orchestrator.routing.policy import PolicyParams, RegionMemory, RegionSignals, Status, decide
 
 PARAMS = PolicyParams()
@@ -274,3 +274,23 @@ def test_when_every_cell_is_bad_a_cell_without_hosts_still_steps_down():
     start = {"us-east-1/1": 24, "us-east-1/2": 24, "us-west-2": 52}
     history = run([signals] * PARAMS.drain_runs, current=start)
     assert history[-1].weights["us-east-1/1"] == PARAMS.floor
+
+
+def test_a_growing_region_does_not_ratchet_its_weight_onto_the_heavier_cell():
+    """The unplanned-surge game day, minutes 25-38: two equal cells (11 tasks each, the same requests per
+    unit of weight) while their region's weight grows a unit every few runs. Each unit went by the cells'
+    current proportions, largest remainder first, so to the heavier cell, and the deadband kept the gap:
+    18/17 became 19/17 and 20/17, and the heavier cell shed (138 requests/s beside its twin's 122) while its
+    twin had room. What the region gains goes to the cell below its balanced weight."""
+    names = ("us-east-1/1", "us-east-1/2")
+    weights = {"us-east-1/1": 18, "us-east-1/2": 17}
+    memory = {n: RegionMemory(good_runs=9) for n in names}
+    seen = []
+    for total in (35, 36, 36, 37, 37, 38, 38, 39, 40, 41):
+        signals = {
+            n: RegionSignals(0.001, 0.0, 11, 4, 1152, 60.0 * weights[n], requests_per_second=7.0 * weights[n])
+            for n in names
+        }
+        weights, memory, _ = split_region(PARAMS, total, names, weights, signals, memory)
+        seen.append((weights["us-east-1/1"], weights["us-east-1/2"]))
+    assert all(abs(a - b) <= 1 for a, b in seen), seen

@@ -166,3 +166,33 @@ def test_slow_minutes_of_a_region_bad_for_errors_do_not_hold_it_after_it_recover
         decision = decide(PARAMS, BUDGET, weights, signals, memory)
         weights, memory = decision.weights, decision.memory
     assert weights["us-east-1"] == PARAMS.floor + PARAMS.gain_step
+
+
+def _slow_region_beside(receiver: RegionSignals) -> dict[str, int]:
+    """us-east-1 and us-west-2 slow for two runs, us-east-2 fast: what us-east-2 is given."""
+    memory = {r: RegionMemory(good_runs=9, slow=0b11) for r in ("us-east-1", "us-west-2")}
+    memory["us-east-2"] = RegionMemory(good_runs=9)
+    signals = {
+        "us-east-1": RegionSignals(0.02, 0.0, 31, 2, 1000, 900),
+        "us-west-2": RegionSignals(0.02, 0.0, 25, 2, 800, 720),
+        "us-east-2": receiver,
+    }
+    return decide(PARAMS, BUDGET, SETTLED, signals, memory, followed=SETTLED).weights
+
+
+def test_a_fast_region_takes_a_slow_ones_weight_only_as_far_as_its_room_goes():
+    """The surge-2.5x-event game day: every region near its bound, us-east-1's first tokens slow, us-east-2
+    fast with a few slots to spare. Sized by spare slots alone, us-east-2 took the whole cut (+10) and shed
+    a fifth of its requests. With 12 slots spare at 588 in flight for its 25, it has room for none."""
+    weights = _slow_region_beside(RegionSignals(0.002, 0.0, 19, 2, 600, 588))
+    assert weights["us-east-2"] <= SETTLED["us-east-2"] + 1, weights
+    assert sum(weights.values()) == BUDGET
+    # With room for it, the cut goes there.
+    roomy = _slow_region_beside(RegionSignals(0.002, 0.0, 19, 2, 600, 300))
+    assert roomy["us-east-2"] >= SETTLED["us-east-2"] + 5, roomy
+
+
+def test_a_region_shedding_at_its_edge_takes_no_weight_from_a_slow_one():
+    """A fleet limited by its prefill sheds before its slots fill: 560 of 600 in flight, 2% shed."""
+    weights = _slow_region_beside(RegionSignals(0.002, 0.0, 19, 2, 600, 560, shed_share=0.02))
+    assert weights["us-east-2"] <= SETTLED["us-east-2"] + 1, weights
