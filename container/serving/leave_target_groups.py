@@ -34,7 +34,6 @@ import re
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -188,6 +187,8 @@ def outcome_record(outcome: Outcome, model_name: str, environ: Mapping[str, str]
 
 def fetch_container_metadata(uri: str, timeout_s: float = METADATA_TIMEOUT_S) -> dict[str, Any]:
     """GET ${ECS_CONTAINER_METADATA_URI_V4}: this container's metadata, served by the host's ECS agent."""
+    import urllib.request  # here, on the leaving thread: its imports must not delay the caller's stop
+
     with urllib.request.urlopen(uri, timeout=timeout_s) as answer:
         return json.loads(answer.read())
 
