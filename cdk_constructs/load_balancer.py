@@ -18,6 +18,7 @@ from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_route53 as route53
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -42,6 +43,8 @@ HTTP_SERVING_SUFFIXES = ("/infer", "/generate", "/generate_stream", "/ready", ""
 ADMIN_KEY_HEADER = "serving-admin-key"
 ADMIN_KEY_GRPC_HEADER = f"triton-grpc-protocol-{ADMIN_KEY_HEADER}"
 NOT_FOUND_BODY = "Not found"
+# What a serving task may do to the target groups: leave them when its engine dies.
+DEREGISTER_TARGETS_ACTION = "elasticloadbalancing:DeregisterTargets"
 
 
 def grpc_serving_paths() -> list[str]:
@@ -233,6 +236,17 @@ class ServingLoadBalancer(Construct):
             else None
         )
         self.alarms = self._alarms()
+
+    def grant_deregister_targets(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let a serving task take its own target out of both target groups when its engine dies
+        (container/serving/leave_target_groups.py): DeregisterTargets on these two groups, nothing else.
+        IAM has no condition key for the target's id, so the grantee could deregister any target of these
+        groups (docs/security.md); it cannot register one, nor touch another group or the listener."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=[DEREGISTER_TARGETS_ACTION],
+            resource_arns=[self.http_targets.target_group_arn, self.grpc_targets.target_group_arn],
+        )
 
     @staticmethod
     def _not_found() -> elbv2.ListenerAction:

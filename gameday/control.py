@@ -17,9 +17,10 @@ Modelled as AWS documents it (docs/gameday.md lists the sources and the simplifi
   service's `HealthCheckGracePeriodSeconds` after a task starts and then replaces a task still unhealthy
   (ECS Developer Guide, "healthCheckGracePeriodSeconds"): a grace shorter than the cold start stops every
   new task before it serves, and a new one starts the cold start again;
-- a task whose engine died keeps its target, failing every request it gets, for the seconds the HTTP target
-  group's health check takes to see it (gameday/dead_targets.py: 8 s on average at 5 s x 2), part of a
-  minute or several; ECS replaces it on the same host (a new cold start) from the next minute.
+- a task whose engine died keeps its target, failing every request it gets, until the task takes it out of
+  its groups itself where the template lets it, or the HTTP target group's health check sees it
+  (gameday/dead_targets.py: 4.5 s, or 8 s on average at 5 s x 2 without), part of a minute or several; ECS
+  replaces it on the same host (a new cold start) from the next minute.
 """
 
 from __future__ import annotations
@@ -238,7 +239,7 @@ class FleetState:
 
     def kill(self, count: int, minute: int) -> int:
         """Engines of `count` serving tasks die at the start of `minute`: they stay targets, failing every
-        request, until the health check takes them out (dead_in_rotation)."""
+        request, until they leave their groups or the health check takes them out (dead_in_rotation)."""
         count = min(count, self.serving)
         if count:
             self.serving -= count

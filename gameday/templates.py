@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from gameday.cron import Cron, CronError, parse
-from gameday.dead_targets import dead_target_seconds
+from gameday.dead_targets import (
+    DEREGISTER_TARGETS_ACTION,
+    TARGET_GROUP_ENV_PREFIX,
+    dead_target_seconds_deployed,
+)
 from orchestrator.routing.config_source import DIGEST_VARIABLE, PARAMETER_VARIABLE, decode
 from settings.loader import load_documents
 
@@ -95,9 +99,13 @@ class FleetControl:
     target_capacity: int
     warm_pool: WarmPool | None
     grace_seconds: int  # the service's health-check grace
-    # Seconds on average a target whose engine died keeps taking requests (gameday/control.py
-    # dead_target_seconds, from the HTTP target group's health-check interval and unhealthy threshold).
+    # Seconds on average a target whose engine died keeps taking requests (gameday/dead_targets.py, from the
+    # HTTP target group's health-check interval and unhealthy threshold, and leaves_on_death).
     dead_target_seconds: float
+
+    # The tasks take their own target out of their groups when their engine dies: the container names every
+    # group the service registers it in, and the task role may deregister targets of each (_leaves_on_death).
+    leaves_on_death: bool = False
 
     def bounds_at(self, when: datetime) -> tuple[int, int, int, int]:
         """(asg min, asg max, service min, service max) in force at `when`: each schedule's actions in
@@ -378,15 +386,17 @@ def _fleets(resources: dict[str, Any]) -> tuple[FleetControl, ...]:
     http_groups = [
         tg for tg in target_groups.values() if "GRPC" not in str(tg.get("HealthCheckPath", "")).upper()
     ]
-    dead_seconds = max(
-        (
-            dead_target_seconds(
-                int(tg.get("HealthCheckIntervalSeconds", 30)), int(tg.get("UnhealthyThresholdCount", 2))
-            )
-            for tg in http_groups
-        ),
-        default=60.0,
-    )
+    checks = [
+        (int(tg.get("HealthCheckIntervalSeconds", 30)), int(tg.get("UnhealthyThresholdCount", 2)))
+        for tg in http_groups
+    ]
+
+    def dead_seconds(leaves_itself: bool) -> float:
+        return max(
+            (dead_target_seconds_deployed(*check, leaves_itself) for check in checks),
+            default=60.0,
+        )
+
     fleets = []
     for provider_id, provider in providers.items():
         scaling = provider["AutoScalingGroupProvider"]
@@ -430,6 +440,7 @@ def _fleets(resources: dict[str, Any]) -> tuple[FleetControl, ...]:
                     namespace=str(spec.get("Namespace", "")),
                 )
         pool = next((p for p in warm_pools.values() if _ref(p["AutoScalingGroupName"]) == group_id), None)
+        leaves = _leaves_on_death(resources, services[service_id])
         fleets.append(
             FleetControl(
                 instance_type=instance_type,
@@ -462,10 +473,61 @@ def _fleets(resources: dict[str, Any]) -> tuple[FleetControl, ...]:
                 if pool
                 else None,
                 grace_seconds=int(services[service_id].get("HealthCheckGracePeriodSeconds", 0)),
-                dead_target_seconds=dead_seconds,
+                dead_target_seconds=dead_seconds(leaves),
+                leaves_on_death=leaves,
             )
         )
     return tuple(sorted(fleets, key=lambda f: f.instance_type))
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _allows(statement: dict[str, Any], action: str, resource_id: str) -> bool:
+    """Whether an IAM statement allows `action` on the resource with this logical id (its Ref), or on any."""
+    if statement.get("Effect") != "Allow" or "Condition" in statement:
+        return False
+    actions = [str(a).lower() for a in _as_list(statement.get("Action", []))]
+    service = action.split(":")[0].lower()
+    if not {action.lower(), f"{service}:*", "*"} & set(actions):
+        return False
+    return any(r == "*" or _ref(r) == resource_id for r in _as_list(statement.get("Resource", [])))
+
+
+def _role_statements(resources: dict[str, Any], role_id: str) -> list[dict[str, Any]]:
+    """Every statement of the role's inline policies and of the stack's policies attached to it."""
+    statements = []
+    role = resources.get(role_id, {}).get("Properties", {})
+    for policy in role.get("Policies", []):
+        statements += _as_list(policy["PolicyDocument"]["Statement"])
+    for policy in _of_type(resources, "AWS::IAM::Policy").values():
+        if any(_ref(r) == role_id for r in policy.get("Roles", [])):
+            statements += _as_list(policy["PolicyDocument"]["Statement"])
+    return statements
+
+
+def _leaves_on_death(resources: dict[str, Any], service: dict[str, Any]) -> bool:
+    """Whether the service's tasks take their own target out of every target group they are registered in
+    when their engine dies (container/serving/leave_target_groups.py): for each of the service's load
+    balancer entries, the container names the group at its port (TARGET_GROUP_ARN_<port>), and the task
+    role may call DeregisterTargets on it. One missing half and the health check alone acts."""
+    entries = service.get("LoadBalancers", [])
+    task = resources.get(_ref(service.get("TaskDefinition")) or "", {}).get("Properties", {})
+    role_id = _ref(task.get("TaskRoleArn"))
+    if not entries or role_id is None:
+        return False
+    statements = _role_statements(resources, role_id)
+    containers = {c.get("Name"): c for c in task.get("ContainerDefinitions", [])}
+    for entry in entries:
+        group = _ref(entry.get("TargetGroupArn"))
+        container = containers.get(entry.get("ContainerName"), {})
+        named = {v.get("Name"): _ref(v.get("Value")) for v in container.get("Environment", [])}
+        if group is None or named.get(f"{TARGET_GROUP_ENV_PREFIX}{entry.get('ContainerPort')}") != group:
+            return False
+        if not any(_allows(statement, DEREGISTER_TARGETS_ACTION, group) for statement in statements):
+            return False
+    return True
 
 
 def read_region(region: str, template: dict[str, Any]) -> RegionControl:

@@ -81,6 +81,9 @@ class RegionalServing(Stack):
             )
             for fleet in settings.regions[region].fleets
         ]
+        # A task whose engine dies takes its own target out of both groups (the fleets' services name them
+        # in the container's environment): the load balancer grants exactly that to the task role.
+        load_balancer.grant_deregister_targets(model_store.task_role)
         sessions_props = props.host_sessions_props(settings, region, cell)
         if sessions_props:
             sessions = HostSessions(self, "HostSessions", props=sessions_props, logs=logs)

@@ -35,6 +35,15 @@ class _AfterCapacityProviderAssociations:
                     node.node.add_dependency(child)
 
 
+# The container's variable naming a target group it is registered in, with the port it is registered at
+# (container/serving/leave_target_groups.py TARGET_GROUP_ENV_PREFIX; a test keeps the two equal).
+TARGET_GROUP_ENV_PREFIX = "TARGET_GROUP_ARN_"
+
+
+def target_group_variable(port: int) -> str:
+    return f"{TARGET_GROUP_ENV_PREFIX}{port}"
+
+
 # Failed tasks after which the circuit breaker rolls a deploy back. ECS's default threshold is half the
 # desired count (between 3 and 200): 132 failed tasks at 264 desired, about 80 minutes of cold starts at
 # the peak, before a broken image is rolled back. A fixed count (ThresholdConfiguration type COUNT, ECS API
@@ -128,10 +137,15 @@ class ServingService(Construct):
         # CloudFormation rejects a strategy naming a provider the cluster does not list yet: create the
         # service after the cluster's capacity provider associations.
         Aspects.of(self.service).add(_AfterCapacityProviderAssociations(cluster))
+        serving = task_definition.find_container(CONTAINER_NAME)
         for group, port in ((targets.http, props.ports.http), (targets.grpc, props.ports.grpc)):
             group.add_target(
                 self.service.load_balancer_target(container_name=CONTAINER_NAME, container_port=port)
             )
+            # The container leaves this group by itself when its engine dies (the target is its task IP at
+            # this port): container/serving/leave_target_groups.py; the task role's grant is the load
+            # balancer's (ServingLoadBalancer.grant_deregister_targets).
+            serving.add_environment(target_group_variable(port), group.target_group_arn)
         self._dimensions = {"ClusterName": cluster.cluster_name, "ServiceName": self.service.service_name}
         self.running_tasks = self.task_count("RunningTaskCount", "Minimum", Duration.minutes(5))
         self.below_desired_alarm = self._below_desired_alarm(props)

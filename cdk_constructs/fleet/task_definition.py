@@ -186,7 +186,7 @@ class ServingTaskDefinition(Construct):
             self.task_definition,
             "AwsSolutions-ECS2",
             "The environment holds engine settings and paths (tensor-parallel degree, ports, S3 "
-            "location), no secrets.",
+            "location, the target group ARNs), no secrets.",
         )
 
     @staticmethod

@@ -120,9 +120,21 @@ def stub_death_record(model_name: str, stub_pid: int, environ: dict[str, str] | 
 
 
 def stop_server_for_dead_stub(stub_pid: int, server_pid: int, model_name: str) -> None:
-    """The stub died while Triton runs: report it and stop Triton, so the host leaves service."""
+    """The stub died while Triton runs: take the host out of its target groups, report it and stop Triton,
+    so the host leaves service."""
     from assistant.metrics import emf_line
+    from serving.leave_target_groups import DEADLINE_S, start_leaving
 
+    # First, on a thread of its own: a dead replica's target draws far more than its share of requests
+    # until it leaves rotation (serving/leave_target_groups.py).
+    leaving = start_leaving(f"model process {stub_pid} ({model_name}) died", model_name)
+    try:
+        _stop_server(stub_pid, server_pid, model_name, emf_line)
+    finally:
+        leaving.join(timeout=DEADLINE_S)
+
+
+def _stop_server(stub_pid: int, server_pid: int, model_name: str, emf_line) -> None:
     print(emf_line(stub_death_record(model_name, stub_pid)), flush=True)
     print(
         f"orphan_guard: model process {stub_pid} ({model_name}) died without a clean shutdown; "

@@ -185,6 +185,7 @@ class StreamingModel:
         self._busy_since: float | None = None  # when live last went from empty to not (engine loop writes)
         self._last_output = 0.0  # when any request last got an output from the engine
         self._watch = None
+        self._leaving: threading.Thread | None = None  # the target groups being left (engine death)
         self.healthy = True
         self.draining = False
         self.outbox = Outbox()
@@ -310,6 +311,10 @@ class StreamingModel:
         self.gauge_board.leave()
         self.outbox.stop()
         self.log_writer.stop()
+        if self._leaving is not None:
+            # The call to leave the target groups ends within its own deadline; this process must not end
+            # before it, nor wait past the finalize's budget for it.
+            self._leaving.join(timeout=max(0.0, started + budget.total_s - time.monotonic()))
         self._stop_guard()
         print(
             f"{self.model_name}: finalize took {time.monotonic() - started:.1f} s of {budget.total_s:.0f} s "
@@ -522,10 +527,15 @@ class StreamingModel:
         self.healthy = False
         print(
             f"{self.model_name}: the vLLM engine is dead ({err}); "
-            "stopping the server so the host is replaced",
+            "leaving the target groups and stopping the server so the host is replaced",
             file=sys.stderr,
             flush=True,
         )
+        # Out of the load balancer's rotation first, on a thread of its own, while the server stops: a dead
+        # target draws far more than its share of requests until it leaves (serving/leave_target_groups.py).
+        from serving.leave_target_groups import start_leaving
+
+        self._leaving = start_leaving(f"{self.model_name}: the vLLM engine is dead ({err})", self.model_name)
         self._stop_server()
         # Requests waiting on a dead engine would wait forever: end them now, each with its error.
         self.engine.loop.call_soon_threadsafe(self._cancel_live)

@@ -373,3 +373,21 @@ def test_balancer_alarms_cover_healthy_targets_and_errors(stack, vpc):
         "AWS::CloudWatch::Alarm",
         {"Metrics": Match.array_with([Match.object_like({"Expression": Match.string_like_regexp("FILL")})])},
     )
+
+
+def test_the_task_role_may_deregister_targets_of_these_two_groups_and_nothing_else(stack, vpc):
+    from aws_cdk import aws_iam as iam
+
+    logs = EncryptedLogs(stack, "Logs", props=LogProps(retention_days=30))
+    balancer = ServingLoadBalancer(stack, "Lb", props=_props(), vpc=vpc, logs=logs)
+    role = iam.Role(stack, "TaskRole", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
+    balancer.grant_deregister_targets(role)
+    template = Template.from_stack(stack)
+    policies = list(template.find_resources("AWS::IAM::Policy").values())
+    assert len(policies) == 1
+    [statement] = policies[0]["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Effect"] == "Allow"
+    assert statement["Action"] == "elasticloadbalancing:DeregisterTargets"  # one action, no wildcard
+    assert sorted(resource["Ref"] for resource in statement["Resource"]) == sorted(_target_groups(template))
+    assert set(statement) == {"Action", "Effect", "Resource"}  # no condition widening or narrowing it
+    assert policies[0]["Properties"]["Roles"] == [{"Ref": stack.get_logical_id(role.node.default_child)}]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gameday.run import Result, run_scenario
-from gameday.templates import Deployment, FleetControl, RegionControl
+from gameday.templates import Deployment, FleetControl, RegionControl, read_deployment
 from settings import load_settings
 
 pytestmark = pytest.mark.mutation
@@ -48,6 +48,35 @@ def each_cell(change: Callable[[RegionControl], RegionControl]) -> Callable[[Dep
         return replace(deployment, cells={name: change(c) for name, c in deployment.cells.items()})
 
     return hook
+
+
+def in_every_template(edit: Callable[[dict], None]) -> Callable[[Deployment], Deployment]:
+    """The deployment read back from a copy of its assembly with `edit(resources)` applied to every
+    template: for what the twin reads from several resources at once (a grant and the variables it serves)."""
+
+    def hook(deployment: Deployment) -> Deployment:
+        import shutil
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="mutation-") as folder:
+            copy = Path(folder) / "cdk.out"
+            shutil.copytree(deployment.source, copy, ignore=shutil.ignore_patterns("asset.*"))
+            for path in copy.glob("*.template.json"):
+                template = json.loads(path.read_text())
+                edit(template["Resources"])
+                path.write_text(json.dumps(template))
+            return replace(read_deployment(copy), source=deployment.source)
+
+    return hook
+
+
+def without_deregister_targets_grant(resources: dict) -> None:
+    for resource in resources.values():
+        if resource["Type"] == "AWS::IAM::Policy":
+            document = resource["Properties"]["PolicyDocument"]
+            document["Statement"] = [
+                s for s in document["Statement"] if s["Action"] != "elasticloadbalancing:DeregisterTargets"
+            ]
 
 
 def policy(**values: int) -> Callable[[Deployment], Deployment]:
@@ -180,6 +209,12 @@ MUTATIONS = {
         "event-end",
         each_fleet(scheduled("restore", restore_with_everyday_maximum)),
         violation("stopped"),
+    ),
+    # The dead engines' tasks can no longer leave their target groups: the health check alone (8 s).
+    "task role may not deregister targets": (
+        "engine-deaths",
+        in_every_template(without_deregister_targets_grant),
+        violation("over the budget"),
     ),
     "scale-in cooldown 60 s": (
         "after-midnight",

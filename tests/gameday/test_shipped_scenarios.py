@@ -70,14 +70,6 @@ def test_unplanned_surge_adds_hosts_in_steps_minutes_apart(tmp_path_factory):
     assert gaps and max(gaps) < 20, (steps, gaps)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="least outstanding requests feeds a dead engine, which fails at once, far more than its share: "
-    "~87% of us-west-2's requests while the dead targets are in rotation. At the ALB's floor (5 s x 2) that "
-    "is 8 s on average, 12.2 k lost against a budget of 10 k (77-91 k at 10 s x 5); within the budget "
-    "takes the target out in under ~6.5 s, which no health check does: the task leaving its target groups "
-    "itself when its engine dies would",
-)
 def test_engine_deaths_take_hosts_out_of_rotation_not_the_region(tmp_path_factory):
     run = result("engine-deaths", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
@@ -87,52 +79,104 @@ def test_engine_deaths_take_hosts_out_of_rotation_not_the_region(tmp_path_factor
     assert tasks[-1] >= tasks[fault.at - 1]  # and were replaced
     assert min(series(run, "us-west-2", "weight")[fault.at :]) > 5
     assert all(series(run, "us-west-2", "healthy"))
-    # The HTTP target group (5 s x 2 checks) takes the dead targets out seconds after they die: one
-    # minute of errors, not the two in a row the 1% error alarms need.
+    # The dead engines' tasks take their own targets out of the groups 4.5 s after they die (the HTTP
+    # target group's 5 s x 2 checks would take 8 s): one minute of errors, not the two in a row the 1% error
+    # alarms need, and fewer than the dead engines' even share of a minute (the budget).
     errors = series(run, "us-west-2", "error_share")
     assert errors[fault.at] > 0.05 and max(errors[fault.at + 1 :]) == 0
     assert run.summary.requests_lost <= 10_000
 
 
-def test_engine_deaths_drain_the_region_when_its_target_group_takes_3_minutes_to_see_them(tmp_path):
-    """The engine-deaths figures rest on the HTTP target group's health check in the template (5 s x 2:
-    the dead targets take requests for 8 s on average): with the 36 s x 5 it had once (2.7 minutes), the
-    dead engines' requests fail for 3 minutes, two in a row above the 1% error alarms, and the region's
-    Route 53 check fails. Same scenario, two template values changed."""
-    import shutil
-
-    from gameday.loop import Twin
+def short_engine_deaths(tmp_path: Path, minutes: int = 15, at: int = 3):
+    """engine-deaths cut to `minutes`, the deaths at minute `at`: (scenario, settings, its assembly, the
+    scenario file)."""
     from gameday.scenario import load_scenario
-    from gameday.templates import read_deployment, synthesize
+    from gameday.templates import synthesize
     from settings import load_settings
 
     path = tmp_path / "short.yaml"
     path.write_text(
         (SCENARIOS / "engine-deaths.yaml")
         .read_text()
-        .replace("minutes: 90", "minutes: 15")
+        .replace("minutes: 90", f"minutes: {minutes}")
         .replace("../../config", str(REPO / "config"))
-        .replace("at: 20", "at: 3")
+        .replace("at: 20", f"at: {at}")
     )
     scenario, _, config = load_scenario(path)
-    settings = load_settings(config)
-    assembly = synthesize(config)
-    slow = tmp_path / "cdk.out"
-    shutil.copytree(assembly, slow, ignore=shutil.ignore_patterns("asset.*"))
-    template_path = slow / "shopping-assistant-us-west-2.template.json"
+    return scenario, load_settings(config), synthesize(config), path
+
+
+def edited_region(assembly: Path, tmp_path: Path, region: str, edit) -> Path:
+    import shutil
+
+    copy = tmp_path / "cdk.out"
+    shutil.copytree(assembly, copy, ignore=shutil.ignore_patterns("asset.*"))
+    template_path = copy / f"shopping-assistant-{region}.template.json"
     template = json.loads(template_path.read_text())
-    for resource in template["Resources"].values():
+    edit(template["Resources"])
+    template_path.write_text(json.dumps(template))
+    return copy
+
+
+def slow_health_checks(resources) -> None:
+    for resource in resources.values():
         if resource["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup":
             resource["Properties"]["HealthCheckIntervalSeconds"] = 36
             resource["Properties"]["UnhealthyThresholdCount"] = 5
-    template_path.write_text(json.dumps(template))
+
+
+def no_deregistration_grant(resources) -> None:
+    for resource in resources.values():
+        if resource["Type"] == "AWS::IAM::Policy":
+            document = resource["Properties"]["PolicyDocument"]
+            document["Statement"] = [
+                s for s in document["Statement"] if s["Action"] != "elasticloadbalancing:DeregisterTargets"
+            ]
+
+
+def test_engine_deaths_drain_the_region_when_its_target_group_takes_3_minutes_to_see_them(tmp_path):
+    """The engine-deaths figures rest on two things in the template: the task's grant to take its own
+    target out of its groups (4.5 s), and, behind it, the HTTP target group's health check (5 s x 2: 8 s).
+    With the 36 s x 5 check the kit once had (2.7 minutes) and no grant, the dead engines' requests fail
+    for 3 minutes, two in a row above the 1% error alarms, and the region's Route 53 check fails; with the
+    grant, the same slow check no longer matters. Same scenario, template values changed."""
+    from gameday.loop import Twin
+    from gameday.templates import read_deployment
+
+    scenario, settings, assembly, _ = short_engine_deaths(tmp_path)
+    slow = edited_region(assembly, tmp_path / "slow", "us-west-2", slow_health_checks)
+
+    def slow_and_no_grant(resources):
+        slow_health_checks(resources)
+        no_deregistration_grant(resources)
+
+    neither = edited_region(assembly, tmp_path / "neither", "us-west-2", slow_and_no_grant)
 
     def healthy(deployment_path: Path) -> list[bool]:
         minutes = Twin(scenario, settings, read_deployment(deployment_path)).run()
         return [minute.regions["us-west-2"].healthy for minute in minutes]
 
     assert all(healthy(assembly))
-    assert not all(healthy(slow))
+    assert all(healthy(slow))  # the tasks leave by themselves: the health check is only the backstop
+    assert not all(healthy(neither))
+
+
+def test_engine_deaths_lose_more_than_the_budget_when_the_task_may_not_deregister_itself(tmp_path):
+    """The mutation the fix must not survive: the same template without the task role's DeregisterTargets
+    grant leaves the dead targets to the health check (8 s), and the day loses more than its budget again."""
+    from gameday.templates import read_deployment
+
+    _, _, assembly, path = short_engine_deaths(tmp_path, minutes=8, at=2)
+    broken = read_deployment(
+        edited_region(assembly, tmp_path / "broken", "us-west-2", no_deregistration_grant)
+    )
+    deployed = run_scenario(path)
+    without_grant = run_scenario(path, deployment_hook=lambda _: broken)
+    # An 8-minute day: its goodput weighs the deaths' minute far more than the 90-minute day does, so the
+    # budget's violation is the one compared.
+    assert deployed.summary.requests_lost <= 10_000 < without_grant.summary.requests_lost
+    assert not any("over the budget" in v for v in deployed.summary.violations)
+    assert any("over the budget of 10,000" in v for v in without_grant.summary.violations)
 
 
 def test_a_cell_down_leaves_dns_alone_and_its_region_keeps_serving(tmp_path_factory):

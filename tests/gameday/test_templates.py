@@ -230,3 +230,64 @@ def test_recurring_scheduled_actions_are_read_from_the_template(assembly, tmp_pa
     assert not action.fires(nine_pdt, nine_pdt + timedelta(minutes=1))  # once a day, at 9:00
     saturday_nine = nine_pdt + timedelta(days=2)
     assert not action.fires(saturday_nine - timedelta(minutes=1), saturday_nine)
+
+
+def _without_deregistration_grant(resources):
+    for resource in resources.values():
+        if resource["Type"] == "AWS::IAM::Policy":
+            document = resource["Properties"]["PolicyDocument"]
+            document["Statement"] = [
+                s for s in document["Statement"] if s["Action"] != "elasticloadbalancing:DeregisterTargets"
+            ]
+
+
+def _without_target_group_variables(resources):
+    for resource in resources.values():
+        if resource["Type"] == "AWS::ECS::TaskDefinition":
+            for container in resource["Properties"]["ContainerDefinitions"]:
+                container["Environment"] = [
+                    v
+                    for v in container.get("Environment", [])
+                    if not v["Name"].startswith("TARGET_GROUP_ARN_")
+                ]
+
+
+def test_a_dead_target_leaves_in_seconds_only_while_the_template_lets_the_task_deregister_itself(
+    assembly, tmp_path
+):
+    """Both halves are read from the template: the container naming each group it is registered in, and
+    the task role allowed DeregisterTargets on each. Without either, the health check alone (8 s)."""
+    from gameday.dead_targets import dead_target_seconds, self_deregistration_seconds
+
+    def fleets(path: Path):
+        return read_deployment(path).cells[REGION].fleets
+
+    assert all(f.leaves_on_death for f in fleets(assembly))
+    assert {f.dead_target_seconds for f in fleets(assembly)} == {self_deregistration_seconds()}
+    for number, edit in enumerate((_without_deregistration_grant, _without_target_group_variables)):
+        broken = fleets(edited(assembly, tmp_path / str(number), edit))
+        assert not any(f.leaves_on_death for f in broken), edit.__name__
+        assert {f.dead_target_seconds for f in broken} == {dead_target_seconds(5, 2)}, edit.__name__
+    # Another region's stacks are untouched by an edit of this one.
+    other = read_deployment(edited(assembly, tmp_path / "other", _without_deregistration_grant))
+    assert all(f.leaves_on_death for f in other.cells["us-west-2"].fleets)
+
+
+def test_a_grant_on_other_resources_or_under_a_condition_is_no_grant(assembly, tmp_path):
+    def elsewhere(resources):
+        for resource in resources.values():
+            if resource["Type"] == "AWS::IAM::Policy":
+                for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+                    if statement["Action"] == "elasticloadbalancing:DeregisterTargets":
+                        statement["Resource"] = statement["Resource"][:1]  # one group of the two
+
+    def conditional(resources):
+        for resource in resources.values():
+            if resource["Type"] == "AWS::IAM::Policy":
+                for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+                    if statement["Action"] == "elasticloadbalancing:DeregisterTargets":
+                        statement["Condition"] = {"Bool": {"aws:ViaAWSService": "true"}}
+
+    for number, edit in enumerate((elsewhere, conditional)):
+        fleets = read_deployment(edited(assembly, tmp_path / str(number), edit)).cells[REGION].fleets
+        assert not any(f.leaves_on_death for f in fleets), edit.__name__

@@ -21,7 +21,8 @@ ACCOUNT = "123456789012"  # moto's
 
 
 def resolve(value: Any, pseudo: Mapping[str, str]) -> Any:
-    """CloudFormation's Ref to pseudo parameters and Fn::Join, the intrinsics CDK writes into policies."""
+    """CloudFormation's Ref to pseudo parameters (and to the resources `pseudo` names) and Fn::Join, the
+    intrinsics CDK writes into policies."""
     if isinstance(value, dict):
         if set(value) == {"Ref"} and value["Ref"] in pseudo:
             return pseudo[value["Ref"]]
@@ -42,6 +43,12 @@ def role_policy(template: dict[str, Any], role_fragment: str, region: str) -> di
         "AWS::AccountId": ACCOUNT,
         "AWS::URLSuffix": "amazonaws.com",
     }
+    # A target group's Ref is its ARN (the serving task may deregister targets of its two groups).
+    for logical_id, resource in template["Resources"].items():
+        if resource["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup":
+            pseudo[logical_id] = (
+                f"arn:aws:elasticloadbalancing:{region}:{ACCOUNT}:targetgroup/{logical_id[:32]}/0123456789abcdef"
+            )
     for resource in template["Resources"].values():
         if resource["Type"] != "AWS::IAM::Policy":
             continue

@@ -98,6 +98,10 @@ def test_no_statement_of_the_task_role_grants_a_wildcard_resource(task_policy):
             statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
         )
         assert "*" not in resources, statement
+        if statement["Action"] == "elasticloadbalancing:DeregisterTargets":
+            # Leaving the region's two target groups when the engine dies: those two ARNs, nothing else.
+            assert len(resources) == 2 and all(":targetgroup/LoadBalancer" in r for r in resources), statement
+            continue
         assert all(r.startswith(f"arn:aws:s3:::{BUCKET}") for r in resources), statement
 
 
@@ -152,3 +156,60 @@ def test_the_catalog_follow_needs_get_object_on_the_index_prefix_only(artifacts)
     session = assumed_session(elsewhere, REGION, name="follow-elsewhere")
     with enforced(), pytest.raises(ClientError, match="AccessDenied"):
         _follow(session.client("s3"), artifacts / "b2")
+
+
+def _deregistration_only(policy: dict, *, keep: bool = True) -> dict:
+    """The shipped policy's DeregisterTargets statement with its resources widened to `*` (moto checks
+    non-S3 resources against `*` only: tests/cdk_constructs/test_load_balancer.py asserts the two target
+    groups on the template), or the policy without it."""
+    statements = [
+        {**s, "Resource": "*"} if keep else s
+        for s in policy["Statement"]
+        if (s["Action"] == "elasticloadbalancing:DeregisterTargets") == keep
+    ]
+    return {**policy, "Statement": statements}
+
+
+@pytest.fixture
+def registered(monkeypatch):
+    from serving.leave_target_groups import METADATA_ENV
+
+    for name, value in {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x"}.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        vpc = boto3.client("ec2", region_name=REGION).create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        elb = boto3.client("elbv2", region_name=REGION)
+        environ = {METADATA_ENV: "http://169.254.170.2/v4/0123"}
+        for name, port in (("http", 8000), ("grpc", 8001)):
+            arn = elb.create_target_group(Name=name, Protocol="HTTP", Port=port, VpcId=vpc, TargetType="ip")[
+                "TargetGroups"
+            ][0]["TargetGroupArn"]
+            elb.register_targets(TargetGroupArn=arn, Targets=[{"Id": "10.0.2.100", "Port": port}])
+            environ[f"TARGET_GROUP_ARN_{port}"] = arn
+        yield elb, environ
+
+
+def test_a_dead_engines_task_leaves_its_target_groups_under_the_shipped_task_role(task_policy, registered):
+    from serving.leave_target_groups import leave_target_groups
+
+    elb, environ = registered
+    metadata = {"Networks": [{"NetworkMode": "awsvpc", "IPv4Addresses": ["10.0.2.100"]}]}
+    outcomes = {}
+    for name, policy in (
+        ("shipped", _deregistration_only(task_policy)),
+        ("without", _deregistration_only(task_policy, keep=False)),
+    ):
+        session = assumed_session(policy, REGION, name=name)
+        with enforced():
+            outcomes[name] = leave_target_groups(
+                "test",
+                environ,
+                client_for=lambda region, session=session: session.client("elbv2", region_name=region),
+                metadata=lambda uri: metadata,
+            )
+    assert outcomes["shipped"].ok, outcomes["shipped"].failed
+    for port in (8000, 8001):
+        health = elb.describe_target_health(TargetGroupArn=environ[f"TARGET_GROUP_ARN_{port}"])
+        assert all(d["TargetHealth"]["State"] == "draining" for d in health["TargetHealthDescriptions"])
+    assert not outcomes["without"].ok
+    assert all("AccessDenied" in error for error in outcomes["without"].failed.values())

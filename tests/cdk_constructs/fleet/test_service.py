@@ -183,3 +183,23 @@ def test_the_circuit_breaker_rolls_back_after_a_fixed_few_failed_tasks(template)
         "Rollback": True,
         "ThresholdConfiguration": {"Type": "COUNT", "Value": 3},
     }
+
+
+def test_the_container_names_each_target_group_it_registers_in_at_its_port(template):
+    """The container leaves these groups by itself when its engine dies (container/serving/
+    leave_target_groups.py): one variable per group, the port in its name, the group's ARN its value."""
+    from cdk_constructs.fleet.service import TARGET_GROUP_ENV_PREFIX
+    from serving import leave_target_groups
+
+    assert TARGET_GROUP_ENV_PREFIX == leave_target_groups.TARGET_GROUP_ENV_PREFIX
+    service = next(iter(template.find_resources("AWS::ECS::Service").values()))
+    registered = {
+        f"TARGET_GROUP_ARN_{lb['ContainerPort']}": lb["TargetGroupArn"]
+        for lb in service["Properties"]["LoadBalancers"]
+    }
+    task = next(iter(template.find_resources("AWS::ECS::TaskDefinition").values()))
+    serving = next(c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "serving")
+    named = {
+        v["Name"]: v["Value"] for v in serving["Environment"] if v["Name"].startswith(TARGET_GROUP_ENV_PREFIX)
+    }
+    assert named == registered and len(named) == 2
