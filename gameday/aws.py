@@ -28,6 +28,7 @@ from typing import Any
 import boto3
 import botocore
 import botocore.parsers
+import botocore.session
 import botocore.utils
 from botocore.exceptions import ClientError
 from moto import mock_aws
@@ -197,23 +198,17 @@ class _AttributeValues:
         self._serializer = ResponseSerializer
         self._original = ResponseSerializer.get_value
         original = self._original
-        possible_keys = XFormedAttributePicker.get_possible_keys
         found: dict[tuple[Any, ...], tuple[str, ...]] = {}
         kept: list[Any] = []  # what the ids in `found` name, kept alive so that no id is reused
 
         def names(serializer: Any, picker: Any, obj: Any, key: str, shape: Any) -> tuple[str, ...]:
-            meta = getattr(obj, "Meta", None)
-            aliases = getattr(meta, "serialization_aliases", None)
+            kind = obj.__class__
+            # A dict has no attributes of its own: no Meta (most of what the backends answer with).
+            meta = None if kind is dict else getattr(obj, "Meta", None)
+            aliases = None if meta is None else getattr(meta, "serialization_aliases", None)
             parent = getattr(shape, "parent", None)
-            ids = (
-                id(picker.alias_providers),
-                id(obj.__class__),
-                id(meta),
-                id(aliases),
-                id(shape),
-                id(parent),
-            )
-            listed = found.get((*ids, key))
+            ids = (id(picker.alias_providers), id(kind), id(meta), id(aliases), id(shape), id(parent), key)
+            listed = found.get(ids)
             if listed is None:
                 context = AttributePickerContext(
                     obj=obj,
@@ -223,9 +218,9 @@ class _AttributeValues:
                     service_model=serializer.operation_model.service_model,
                     key_path=".".join(serializer.path),
                 )
-                listed = tuple(possible_keys(picker, context))
-                found[(*ids, key)] = listed
-                kept.append((picker.alias_providers, obj.__class__, meta, aliases, shape, parent))
+                listed = tuple(picker.get_possible_keys(context))
+                found[ids] = listed
+                kept.append((picker.alias_providers, kind, meta, aliases, shape, parent))
             return listed
 
         def get_value(serializer: Any, value: Any, key: str, shape: Any) -> Any:
@@ -316,6 +311,23 @@ class _InThread:
         pass
 
 
+_LOADER: Any = None
+
+
+def _botocore_session() -> Any:
+    """A new botocore session on the process's one data loader. Each twin run makes two sessions (the
+    handler's default one, the twin's own) and a dozen clients from them; a session of its own reads and
+    parses each service's model JSON again (botocore caches them per loader), a third of a short run's
+    setup. The loader only reads botocore's data files, which do not change."""
+    global _LOADER
+    session = botocore.session.get_session()
+    if _LOADER is None:
+        _LOADER = session.get_component("data_loader")
+    else:
+        session.register_component("data_loader", _LOADER)
+    return session
+
+
 class _Context:
     function_name = "traffic-orchestrator"
     memory_limit_in_mb = 256
@@ -356,12 +368,12 @@ class Orchestrator:
         self._epoch_seconds = _EpochSeconds()
         self.failing: set[str] = set()
         self._hook = self._fail
-        boto3.setup_default_session()
+        boto3.setup_default_session(botocore_session=_botocore_session())
         boto3.DEFAULT_SESSION.events.register("before-call", self._hook)  # type: ignore[union-attr]
         boto3.DEFAULT_SESSION.events.register_first("choose-signer", _unsigned)  # type: ignore[union-attr]
         self._parsers = boto3.DEFAULT_SESSION._session.get_component("response_parser_factory")  # type: ignore[union-attr]
         self._parsers.set_parser_defaults(timestamp_parser=_utc_timestamp)
-        self._session = boto3.Session(region_name=home_region)
+        self._session = boto3.Session(botocore_session=_botocore_session(), region_name=home_region)
         self._clients: dict[tuple[str, str], Any] = {}
         self._handler_clients: dict[tuple[str, str], Any] = {}
         self.home = home_region

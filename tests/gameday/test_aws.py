@@ -317,3 +317,25 @@ def test_a_run_finds_no_moto_handler_and_lists_no_member_names_a_run_before_it_d
     assert asked == {"backends": 0, "names": 0, "aware": 0}
     timestamps = _reads(orchestrator)[2]["MetricDataResults"][0]["Timestamps"]
     assert timestamps and {t.tzinfo for t in timestamps} == {UTC}
+
+
+def test_a_second_twin_reads_no_botocore_model_file(deployment, monkeypatch):
+    """Each twin run makes new sessions and clients (the handler's and its own), all on the process's one
+    botocore data loader: the service models read for the first are not read and parsed again."""
+    from botocore.loaders import JSONFileLoader
+
+    composites = {name: [c.name for c in region.composites] for name, region in deployment.cells.items()}
+    with Orchestrator(deployment.orchestrator_config, deployment.home_region, composites) as instance:
+        instance.run(NOW)
+    read: list[str] = []
+    load_file = JSONFileLoader.load_file
+
+    def counted(loader, file_path):
+        read.append(file_path)
+        return load_file(loader, file_path)
+
+    monkeypatch.setattr(JSONFileLoader, "load_file", counted)
+    with Orchestrator(deployment.orchestrator_config, deployment.home_region, composites) as instance:
+        answer = instance.run(NOW)
+    assert "error" not in answer and answer["weights"]
+    assert read == []
