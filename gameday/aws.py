@@ -18,6 +18,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -26,6 +27,9 @@ from typing import Any
 
 import boto3
 import botocore
+import botocore.parsers
+import botocore.session
+import botocore.utils
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
@@ -109,6 +113,176 @@ class _MethodNames:
         self._module.method_names_from_class = self._original  # type: ignore[assignment]
 
 
+class _Routes:
+    """moto's botocore stubber finds the handler of every request by trying each service's URL pattern in
+    turn and then rebuilding the matching backend's URL table (moto/core/botocore_stubber.py,
+    `process_request`): a tenth of each of the handler's calls. Which handler serves a URL does not change
+    while the twin runs, so each URL's is found once, by the same search, and kept; the request itself is
+    then handled exactly as moto handles it. A URL the search sends nowhere (passthrough, not whitelisted,
+    not implemented) goes to moto's own method every time. Restored on close."""
+
+    def __init__(self) -> None:
+        import moto.backend_index as backend_index
+        import moto.backends as backends
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.core.base_backend import BackendDict
+        from moto.core.botocore_stubber import BotocoreStubber
+        from moto.core.config import passthrough_service, passthrough_url, service_whitelisted
+        from moto.core.exceptions import HTTPException
+        from moto.core.request import normalize_request
+        from moto.core.utils import get_equivalent_url_in_aws_domain
+        from moto.moto_api import recorder
+
+        self._stubber = BotocoreStubber
+        self._original = BotocoreStubber.process_request
+        original = self._original
+        found: dict[str, Any] = {}
+
+        def route(clean_url: str) -> Any:
+            """The handler moto's search picks for `clean_url`, or None where it picks none."""
+            if passthrough_url(clean_url):
+                return None
+            for service, pattern in backend_index.backend_url_patterns:
+                if pattern.match(clean_url):
+                    if passthrough_service(service) or not service_whitelisted(service):
+                        return None
+                    backend_dict = backends.get_backend(service)  # type: ignore[call-overload]
+                    if isinstance(backend_dict, BackendDict):
+                        regions = backend_dict[DEFAULT_ACCOUNT_ID]
+                        backend = regions["us-east-1"] if "us-east-1" in regions else regions["aws"]
+                    else:
+                        backend = backend_dict["global"]
+                    for url, method_to_execute in backend.urls.items():
+                        if re.compile(url).match(clean_url):
+                            return method_to_execute
+            return None
+
+        def process_request(stubber: Any, request: Any) -> Any:
+            parsed_url, _ = get_equivalent_url_in_aws_domain(request.url)
+            clean_url = f"{parsed_url.scheme}://{parsed_url.netloc}{parsed_url.path}"
+            if clean_url not in found:
+                method = route(clean_url)
+                if method is None:
+                    return original(stubber, request)
+                found[clean_url] = method
+            normalized_request = normalize_request(request)
+            try:
+                recorder._record_request(normalized_request)
+                status, headers, body = found[clean_url](
+                    normalized_request, normalized_request.raw_url, normalized_request.headers
+                )
+            except HTTPException as e:
+                status, headers, body = e.code, e.get_headers(), e.get_body()
+            return status, headers, body
+
+        BotocoreStubber.process_request = process_request  # type: ignore[method-assign]
+
+    def close(self) -> None:
+        self._stubber.process_request = self._original  # type: ignore[method-assign]
+
+
+class _AttributeValues:
+    """moto's response serializer looks up each member of a response on the backend's object under every
+    name an alias rule gives it (moto/core/serialize.py, `ResponseSerializer.get_value` and
+    `XFormedAttributePicker`: a context and six rule objects made and asked per member, per list item): a
+    tenth of a game day. The names depend only on the rules, the object's class and its `Meta`, the
+    member's shape and its parent shape and the member's key, none of which change while the twin runs; so
+    each combination's names are listed once, by moto's own rules, and each value is still looked up on its
+    object and transformed as moto's picker does. Restored on close."""
+
+    def __init__(self) -> None:
+        from moto.core.serialize import AttributePickerContext, ResponseSerializer, XFormedAttributePicker
+        from moto.core.utils import MISSING
+        from moto.core.utils import get_value as value_of
+
+        self._serializer = ResponseSerializer
+        self._original = ResponseSerializer.get_value
+        original = self._original
+        found: dict[tuple[Any, ...], tuple[str, ...]] = {}
+        kept: list[Any] = []  # what the ids in `found` name, kept alive so that no id is reused
+
+        def names(serializer: Any, picker: Any, obj: Any, key: str, shape: Any) -> tuple[str, ...]:
+            kind = obj.__class__
+            # A dict has no attributes of its own: no Meta (most of what the backends answer with).
+            meta = None if kind is dict else getattr(obj, "Meta", None)
+            aliases = None if meta is None else getattr(meta, "serialization_aliases", None)
+            parent = getattr(shape, "parent", None)
+            ids = (id(picker.alias_providers), id(kind), id(meta), id(aliases), id(shape), id(parent), key)
+            listed = found.get(ids)
+            if listed is None:
+                context = AttributePickerContext(
+                    obj=obj,
+                    key=key,
+                    shape=shape,
+                    operation_model=serializer.operation_model,
+                    service_model=serializer.operation_model.service_model,
+                    key_path=".".join(serializer.path),
+                )
+                listed = tuple(picker.get_possible_keys(context))
+                found[ids] = listed
+                kept.append((picker.alias_providers, kind, meta, aliases, shape, parent))
+            return listed
+
+        def get_value(serializer: Any, value: Any, key: str, shape: Any) -> Any:
+            picker = serializer._value_picker
+            if type(picker) is not XFormedAttributePicker:
+                return original(serializer, value, key, shape)
+            for name in names(serializer, picker, value, key, shape):
+                member = value_of(value, name, MISSING)
+                if member is not MISSING:
+                    break
+            else:
+                member = None
+            if picker.response_transformers:
+                key_path = f"{'.'.join(serializer.path)}.{key}"
+                for transform_path, transform in picker.response_transformers.items():
+                    if key_path.endswith(transform_path):
+                        return transform(member)
+            return member
+
+        ResponseSerializer.get_value = get_value  # type: ignore[method-assign]
+
+    def close(self) -> None:
+        self._serializer.get_value = self._original  # type: ignore[method-assign]
+
+
+class _EpochSeconds:
+    """moto keeps CloudWatch's timestamps as naive UTC datetimes, and its serializer turns each into epoch
+    seconds for a JSON response by first making it aware with dateutil's tzutc
+    (moto/core/serialize.py, `TimestampSerializer._convert_timestamp_to_str`), whose Python `dst` the
+    conversion then calls: most of GetMetricData's serializing. A naive datetime's epoch seconds are the
+    same numbers without it (`calendar.timegm` reads the fields, not the zone); anything else goes the
+    way moto sends it. Restored on close."""
+
+    def __init__(self) -> None:
+        from moto.core.serialize import TimestampSerializer
+
+        self._serializer = TimestampSerializer
+        self._original = TimestampSerializer._convert_timestamp_to_str
+        original = self._original
+        unix = TimestampSerializer.TIMESTAMP_FORMAT_UNIX
+
+        def convert(serializer: Any, value: Any, timestamp_format: str) -> Any:
+            if type(value) is datetime and value.tzinfo is None and timestamp_format.lower() == unix:
+                return serializer._timestamp_unixtimestamp(value)
+            return original(serializer, value, timestamp_format)
+
+        TimestampSerializer._convert_timestamp_to_str = convert  # type: ignore[method-assign]
+
+    def close(self) -> None:
+        self._serializer._convert_timestamp_to_str = self._original  # type: ignore[method-assign]
+
+
+def _utc_timestamp(value: Any) -> Any:
+    """botocore's timestamp parser (botocore.utils.parse_timestamp) with epoch seconds, as the JSON APIs
+    send them, read straight to UTC: botocore reads them into the machine's local zone through dateutil's
+    tzlocal, a twentieth of a game day (GetMetricData's timestamps), and Lambda's local zone is UTC. The
+    same instant either way; the handler reads each in UTC. Anything else goes to botocore's parser."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, UTC)
+    return botocore.utils.parse_timestamp(value)
+
+
 def _unsigned(**_: Any) -> Any:
     """No signature: moto checks none (its IAM authentication is off unless asked for), and SigV4's
     canonical request and HMACs were a tenth of a game day's CPU (bench/gameday_speed.py)."""
@@ -135,6 +309,23 @@ class _InThread:
 
     def shutdown(self, *_: Any, **__: Any) -> None:
         pass
+
+
+_LOADER: Any = None
+
+
+def _botocore_session() -> Any:
+    """A new botocore session on the process's one data loader. Each twin run makes two sessions (the
+    handler's default one, the twin's own) and a dozen clients from them; a session of its own reads and
+    parses each service's model JSON again (botocore caches them per loader), a third of a short run's
+    setup. The loader only reads botocore's data files, which do not change."""
+    global _LOADER
+    session = botocore.session.get_session()
+    if _LOADER is None:
+        _LOADER = session.get_component("data_loader")
+    else:
+        session.register_component("data_loader", _LOADER)
+    return session
 
 
 class _Context:
@@ -172,12 +363,17 @@ class Orchestrator:
         self._mock.start()
         self._namespaces = _NamespaceFilter()
         self._method_names = _MethodNames()
+        self._routes = _Routes()
+        self._attribute_values = _AttributeValues()
+        self._epoch_seconds = _EpochSeconds()
         self.failing: set[str] = set()
         self._hook = self._fail
-        boto3.setup_default_session()
+        boto3.setup_default_session(botocore_session=_botocore_session())
         boto3.DEFAULT_SESSION.events.register("before-call", self._hook)  # type: ignore[union-attr]
         boto3.DEFAULT_SESSION.events.register_first("choose-signer", _unsigned)  # type: ignore[union-attr]
-        self._session = boto3.Session(region_name=home_region)
+        self._parsers = boto3.DEFAULT_SESSION._session.get_component("response_parser_factory")  # type: ignore[union-attr]
+        self._parsers.set_parser_defaults(timestamp_parser=_utc_timestamp)
+        self._session = boto3.Session(botocore_session=_botocore_session(), region_name=home_region)
         self._clients: dict[tuple[str, str], Any] = {}
         self._handler_clients: dict[tuple[str, str], Any] = {}
         self.home = home_region
@@ -345,8 +541,12 @@ class Orchestrator:
     def close(self) -> None:
         boto3.DEFAULT_SESSION.events.unregister("before-call", self._hook)  # type: ignore[union-attr]
         boto3.DEFAULT_SESSION.events.unregister("choose-signer", _unsigned)  # type: ignore[union-attr]
+        self._parsers.set_parser_defaults(timestamp_parser=botocore.parsers.DEFAULT_TIMESTAMP_PARSER)
         self._namespaces.close()
         self._method_names.close()
+        self._routes.close()
+        self._attribute_values.close()
+        self._epoch_seconds.close()
         self._mock.stop()
         lambda_handler.logger.registered_handler.setStream(self._stream)  # type: ignore[attr-defined]
         self._sink.close()

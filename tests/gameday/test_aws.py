@@ -108,18 +108,36 @@ def test_the_handlers_calls_reach_moto_unsigned_from_the_calling_thread(orchestr
 
 
 def test_nothing_outlives_the_run(deployment):
+    import boto3
+    from botocore.parsers import DEFAULT_TIMESTAMP_PARSER
     from moto.cloudwatch.models import CloudWatchBackend
+    from moto.core.botocore_stubber import BotocoreStubber
+    from moto.core.serialize import ResponseSerializer, TimestampSerializer
 
     read = CloudWatchBackend.get_metric_data
+    moto_paths = (
+        BotocoreStubber.process_request,
+        ResponseSerializer.get_value,
+        TimestampSerializer._convert_timestamp_to_str,
+    )
     before = dict(os.environ)
     # The stream the handler's logger had before the run: stdout as it was when the module was first imported,
     # which is pytest's capture of an earlier test when another test module imported the handler first.
     log_stream = lambda_handler.logger.registered_handler.stream
     with Orchestrator(deployment.orchestrator_config, deployment.home_region, {}) as instance:
         instance.run(NOW)
+        session = boto3.DEFAULT_SESSION  # the handler's clients are made from it
     assert dict(os.environ) == before
     assert lambda_handler.datetime is datetime
     assert CloudWatchBackend.get_metric_data is read  # the namespace filter is the run's only
+    # moto's own paths again, and clients made from that session afterwards read timestamps as botocore does.
+    assert (
+        BotocoreStubber.process_request,
+        ResponseSerializer.get_value,
+        TimestampSerializer._convert_timestamp_to_str,
+    ) == moto_paths
+    parsers = session._session.get_component("response_parser_factory")  # type: ignore[union-attr]
+    assert parsers._defaults.get("timestamp_parser", DEFAULT_TIMESTAMP_PARSER) is DEFAULT_TIMESTAMP_PARSER
     assert lambda_handler.logger.registered_handler.stream is log_stream
 
 
@@ -191,3 +209,133 @@ def test_the_twins_metrics_reach_the_handler_through_moto(orchestrator):
         orchestrator.publish(target, orchestrator.namespace(target), datapoints(raw, minute, "assistant"))
     answer = orchestrator.run(NOW)
     assert "no region reported metrics" not in answer["reason"]
+
+
+def _reads(orchestrator: Orchestrator) -> list[dict]:
+    """The reads a run makes, through the handler's own clients, with an error among them; each answer
+    without its request id and HTTP headers (moto draws a new id per call)."""
+    from botocore.exceptions import ClientError
+
+    from orchestrator.routing.signals import metric_queries
+
+    config = orchestrator.config
+    targets = [t for t in config.regions if t.client_region == "us-east-1"]
+    ssm = orchestrator._handler_client("ssm", "us-east-1")
+    cloudwatch = orchestrator._handler_client("cloudwatch", "us-east-1")
+    route53 = orchestrator._handler_client("route53", orchestrator.home)
+    queries = [
+        query
+        for index, target in enumerate(targets)
+        for query in metric_queries(config.namespace_of(target), config.model_name, f"t{index}_")
+    ]
+    names = [config.state_parameter, config.override_parameter, *(t.endpoint_parameter for t in targets)]
+    answers = [
+        ssm.get_parameters(Names=names),
+        cloudwatch.describe_alarms(
+            AlarmNames=[t.degraded_alarm for t in targets], AlarmTypes=["CompositeAlarm", "MetricAlarm"]
+        ),
+        cloudwatch.get_metric_data(
+            MetricDataQueries=queries, StartTime=NOW - timedelta(minutes=5), EndTime=NOW
+        ),
+        route53.list_resource_record_sets(HostedZoneId=config.hosted_zone_id),
+    ]
+    try:
+        ssm.get_parameter(Name="/game-day/no-such-parameter")
+    except ClientError as error:
+        answers.append(error.response)
+    for answer in answers:
+        answer.pop("ResponseMetadata")
+    return answers
+
+
+def _publish_minutes(orchestrator: Orchestrator) -> None:
+    from gameday.metrics import datapoints
+
+    raw = {
+        "requests": 6000.0,
+        "served_requests": 6000.0,
+        "slow_share": 0.02,
+        "error_share": 0.001,
+        "reporting_hosts": 10.0,
+        "in_flight": 50.0,
+        "slots": 960.0,
+    }
+    for minutes_ago in range(1, 7):
+        for target in ("us-east-1/1", "us-east-1/2", "us-west-2", "us-east-2"):
+            data = datapoints(raw, NOW - timedelta(minutes=minutes_ago), "assistant")
+            orchestrator.publish(target, orchestrator.namespace(target), data)
+
+
+def test_the_handlers_calls_answer_as_moto_and_botocore_answer_them(orchestrator):
+    """The twin's shortcuts (gameday/aws.py: each URL's moto handler found once, each response member's
+    attribute names listed once, naive timestamps to epoch seconds directly, epoch seconds read to UTC)
+    change how fast a call is answered, not what it answers: the handler's reads, answered with them and
+    then by moto's and botocore's own paths (new clients), are the same, timestamps the same instants."""
+    from botocore.parsers import DEFAULT_TIMESTAMP_PARSER
+
+    _publish_minutes(orchestrator)
+    orchestrator.run(NOW)
+    fast = _reads(orchestrator)
+    assert fast[2]["MetricDataResults"][0]["Timestamps"]  # the minutes published are read back
+    for shortcut in (orchestrator._routes, orchestrator._attribute_values, orchestrator._epoch_seconds):
+        shortcut.close()
+    orchestrator._parsers.set_parser_defaults(timestamp_parser=DEFAULT_TIMESTAMP_PARSER)
+    orchestrator._handler_clients.clear()
+    assert _reads(orchestrator) == fast
+
+
+def test_a_run_finds_no_moto_handler_and_lists_no_member_names_a_run_before_it_did(orchestrator, monkeypatch):
+    """What each call repeated, found once (gameday/aws.py): after two runs, a third looks up no moto
+    backend's URL table, asks no alias rule for a response member's names and makes no timestamp aware to
+    serialize it; the handler reads its metrics' timestamps in UTC."""
+    import moto.backends
+    from moto.core import serialize
+
+    _publish_minutes(orchestrator)
+    orchestrator.run(NOW - timedelta(minutes=2))
+    orchestrator.run(NOW - timedelta(minutes=1))
+    asked = {"backends": 0, "names": 0, "aware": 0}
+
+    def counted(key, function):
+        def call(*args, **kwargs):
+            asked[key] += 1
+            return function(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(moto.backends, "get_backend", counted("backends", moto.backends.get_backend))
+    monkeypatch.setattr(
+        serialize.XFormedAttributePicker,
+        "get_possible_keys",
+        counted("names", serialize.XFormedAttributePicker.get_possible_keys),
+    )
+    monkeypatch.setattr(
+        serialize, "parse_to_aware_datetime", counted("aware", serialize.parse_to_aware_datetime)
+    )
+    answer = orchestrator.run(NOW)
+    assert "error" not in answer and answer["weights"]
+    assert asked == {"backends": 0, "names": 0, "aware": 0}
+    timestamps = _reads(orchestrator)[2]["MetricDataResults"][0]["Timestamps"]
+    assert timestamps and {t.tzinfo for t in timestamps} == {UTC}
+
+
+def test_a_second_twin_reads_no_botocore_model_file(deployment, monkeypatch):
+    """Each twin run makes new sessions and clients (the handler's and its own), all on the process's one
+    botocore data loader: the service models read for the first are not read and parsed again."""
+    from botocore.loaders import JSONFileLoader
+
+    composites = {name: [c.name for c in region.composites] for name, region in deployment.cells.items()}
+    with Orchestrator(deployment.orchestrator_config, deployment.home_region, composites) as instance:
+        instance.run(NOW)
+    read: list[str] = []
+    load_file = JSONFileLoader.load_file
+
+    def counted(loader, file_path):
+        read.append(file_path)
+        return load_file(loader, file_path)
+
+    monkeypatch.setattr(JSONFileLoader, "load_file", counted)
+    with Orchestrator(deployment.orchestrator_config, deployment.home_region, composites) as instance:
+        answer = instance.run(NOW)
+    assert "error" not in answer and answer["weights"]
+    assert read == []
