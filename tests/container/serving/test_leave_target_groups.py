@@ -28,6 +28,9 @@ from serving.leave_target_groups import (
     time_for_a_call,
 )
 
+# It reaches serving.streaming_model (vLLM, torch, transformers): tests/vllm_dependence.py.
+pytestmark = pytest.mark.vllm_version
+
 HTTP_ARN = "arn:aws:elasticloadbalancing:us-west-2:123456789012:targetgroup/serving-http/0123456789abcdef"
 LOAD_BALANCER_ARN = "arn:aws:elasticloadbalancing:us-west-2:123456789012:loadbalancer/app/serving/0123"
 GRPC_ARN = "arn:aws:elasticloadbalancing:us-west-2:123456789012:targetgroup/serving-grpc/fedcba9876543210"
