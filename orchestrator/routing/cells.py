@@ -205,19 +205,7 @@ def apportion_toward(
     by the cells' current proportions, so to the heavier of two equal cells, and the deadband kept the gap:
     a region whose weight grew a unit at a time ratcheted it onto one cell (the unplanned-surge game day,
     18/17 to 20/17 between two cells of 11 tasks each, the heavier one shedding beside its twin's room)."""
-    if not wanted:
-        return {}
-    amount = sum(wanted.values())
-    exact = {
-        name: (total * value / amount if amount > 0 else total / len(wanted))
-        for name, value in wanted.items()
-    }
-    result = {name: int(value) for name, value in exact.items()}
-    left = total - sum(result.values())
-    order = sorted(exact, key=lambda n: (-(balanced.get(n, exact[n]) - result[n]), -(exact[n] - result[n])))
-    for name in order[:left]:
-        result[name] += 1
-    return result
+    return apportion(total, wanted, toward=balanced)
 
 
 def _drained(

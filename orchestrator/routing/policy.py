@@ -540,9 +540,12 @@ def room_in_weight(weight: float, signals: RegionSignals) -> float:
     return float(weight) * signals.spare_slots / signals.serving_slots
 
 
-def apportion(total: int, shares: Mapping[str, float]) -> dict[str, int]:
+def apportion(
+    total: int, shares: Mapping[str, float], toward: Mapping[str, float] | None = None
+) -> dict[str, int]:
     """`total` in whole weights in proportion to `shares` (equal parts when all are 0), adding up exactly:
-    largest remainders first, ties to the first named."""
+    largest remainders first, ties to the first named. With `toward`, the units rounding leaves go first to
+    the names furthest below their weight there (a name it lacks: its exact share), then by remainder."""
     if not shares:
         return {}
     amount = sum(shares.values())
@@ -552,7 +555,9 @@ def apportion(total: int, shares: Mapping[str, float]) -> dict[str, int]:
     }
     result = {name: int(value) for name, value in exact.items()}
     left = total - sum(result.values())
-    for name in sorted(exact, key=lambda n: -(exact[n] - result[n]))[:left]:
+    target = toward or {}
+    order = sorted(exact, key=lambda n: (-(target.get(n, exact[n]) - result[n]), -(exact[n] - result[n])))
+    for name in order[:left]:
         result[name] += 1
     return result
 
