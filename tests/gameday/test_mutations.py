@@ -18,6 +18,7 @@ import pytest
 from gameday.run import Result, run_scenario
 from gameday.templates import Deployment, FleetControl, RegionControl, read_deployment
 from settings import load_settings
+from tests.gameday.template_edits import without_deregister_targets_grant
 
 pytestmark = pytest.mark.mutation
 
@@ -68,15 +69,6 @@ def in_every_template(edit: Callable[[dict], None]) -> Callable[[Deployment], De
             return replace(read_deployment(copy), source=deployment.source)
 
     return hook
-
-
-def without_deregister_targets_grant(resources: dict) -> None:
-    for resource in resources.values():
-        if resource["Type"] == "AWS::IAM::Policy":
-            document = resource["Properties"]["PolicyDocument"]
-            document["Statement"] = [
-                s for s in document["Statement"] if s["Action"] != "elasticloadbalancing:DeregisterTargets"
-            ]
 
 
 def policy(**values: int) -> Callable[[Deployment], Deployment]:

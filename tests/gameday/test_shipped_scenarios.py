@@ -12,6 +12,7 @@ import pytest
 
 from gameday.__main__ import main
 from gameday.run import run_scenario
+from tests.gameday.template_edits import edited, without_deregister_targets_grant
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "scenarios" / "gameday"
@@ -106,32 +107,11 @@ def short_engine_deaths(tmp_path: Path, minutes: int = 15, at: int = 3):
     return scenario, load_settings(config), synthesize(config), path
 
 
-def edited_region(assembly: Path, tmp_path: Path, region: str, edit) -> Path:
-    import shutil
-
-    copy = tmp_path / "cdk.out"
-    shutil.copytree(assembly, copy, ignore=shutil.ignore_patterns("asset.*"))
-    template_path = copy / f"shopping-assistant-{region}.template.json"
-    template = json.loads(template_path.read_text())
-    edit(template["Resources"])
-    template_path.write_text(json.dumps(template))
-    return copy
-
-
 def slow_health_checks(resources) -> None:
     for resource in resources.values():
         if resource["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup":
             resource["Properties"]["HealthCheckIntervalSeconds"] = 36
             resource["Properties"]["UnhealthyThresholdCount"] = 5
-
-
-def no_deregistration_grant(resources) -> None:
-    for resource in resources.values():
-        if resource["Type"] == "AWS::IAM::Policy":
-            document = resource["Properties"]["PolicyDocument"]
-            document["Statement"] = [
-                s for s in document["Statement"] if s["Action"] != "elasticloadbalancing:DeregisterTargets"
-            ]
 
 
 def test_engine_deaths_drain_the_region_when_its_target_group_takes_3_minutes_to_see_them(tmp_path):
@@ -144,13 +124,13 @@ def test_engine_deaths_drain_the_region_when_its_target_group_takes_3_minutes_to
     from gameday.templates import read_deployment
 
     scenario, settings, assembly, _ = short_engine_deaths(tmp_path)
-    slow = edited_region(assembly, tmp_path / "slow", "us-west-2", slow_health_checks)
+    slow = edited(assembly, tmp_path / "slow", slow_health_checks, "us-west-2")
 
     def slow_and_no_grant(resources):
         slow_health_checks(resources)
-        no_deregistration_grant(resources)
+        without_deregister_targets_grant(resources)
 
-    neither = edited_region(assembly, tmp_path / "neither", "us-west-2", slow_and_no_grant)
+    neither = edited(assembly, tmp_path / "neither", slow_and_no_grant, "us-west-2")
 
     def healthy(deployment_path: Path) -> list[bool]:
         minutes = Twin(scenario, settings, read_deployment(deployment_path)).run()
@@ -168,7 +148,7 @@ def test_engine_deaths_lose_more_than_the_budget_when_the_task_may_not_deregiste
 
     _, _, assembly, path = short_engine_deaths(tmp_path, minutes=8, at=2)
     broken = read_deployment(
-        edited_region(assembly, tmp_path / "broken", "us-west-2", no_deregistration_grant)
+        edited(assembly, tmp_path / "broken", without_deregister_targets_grant, "us-west-2")
     )
     deployed = run_scenario(path)
     without_grant = run_scenario(path, deployment_hook=lambda _: broken)

@@ -4,8 +4,6 @@ behaves differently."""
 from __future__ import annotations
 
 import itertools
-import json
-import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -14,6 +12,8 @@ import pytest
 from gameday import alarms
 from gameday.control import FleetState
 from gameday.templates import read_deployment, synthesize
+from tests.gameday.template_edits import edited as edited_stack
+from tests.gameday.template_edits import without_deregister_targets_grant
 
 REPO = Path(__file__).resolve().parents[2]
 REGION = "us-east-2"
@@ -28,14 +28,7 @@ def assembly() -> Path:
 def edited(assembly: Path, tmp_path: Path, edit, stack: str = REGION) -> Path:
     """A copy of the assembly with `edit(resources)` applied to one stack's template (the region's, or a
     cell's: `us-east-1-cell2`)."""
-    copy = tmp_path / "cdk.out"
-    copy.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(assembly, copy, ignore=shutil.ignore_patterns("asset.*"))
-    path = copy / f"shopping-assistant-{stack}.template.json"
-    template = json.loads(path.read_text())
-    edit(template["Resources"])
-    path.write_text(json.dumps(template))
-    return copy
+    return edited_stack(assembly, tmp_path, edit, stack)
 
 
 def set_all(resources, kind: str, setter) -> None:
@@ -232,15 +225,6 @@ def test_recurring_scheduled_actions_are_read_from_the_template(assembly, tmp_pa
     assert not action.fires(saturday_nine - timedelta(minutes=1), saturday_nine)
 
 
-def _without_deregistration_grant(resources):
-    for resource in resources.values():
-        if resource["Type"] == "AWS::IAM::Policy":
-            document = resource["Properties"]["PolicyDocument"]
-            document["Statement"] = [
-                s for s in document["Statement"] if s["Action"] != "elasticloadbalancing:DeregisterTargets"
-            ]
-
-
 def _without_target_group_variables(resources):
     for resource in resources.values():
         if resource["Type"] == "AWS::ECS::TaskDefinition":
@@ -264,12 +248,12 @@ def test_a_dead_target_leaves_in_seconds_only_while_the_template_lets_the_task_d
 
     assert all(f.leaves_on_death for f in fleets(assembly))
     assert {f.dead_target_seconds for f in fleets(assembly)} == {self_deregistration_seconds()}
-    for number, edit in enumerate((_without_deregistration_grant, _without_target_group_variables)):
+    for number, edit in enumerate((without_deregister_targets_grant, _without_target_group_variables)):
         broken = fleets(edited(assembly, tmp_path / str(number), edit))
         assert not any(f.leaves_on_death for f in broken), edit.__name__
         assert {f.dead_target_seconds for f in broken} == {dead_target_seconds(5, 2)}, edit.__name__
     # Another region's stacks are untouched by an edit of this one.
-    other = read_deployment(edited(assembly, tmp_path / "other", _without_deregistration_grant))
+    other = read_deployment(edited(assembly, tmp_path / "other", without_deregister_targets_grant))
     assert all(f.leaves_on_death for f in other.cells["us-west-2"].fleets)
 
 
