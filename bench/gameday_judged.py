@@ -1,0 +1,46 @@
+"""Where a game day's judged losses come from: every minute in which some routing target loses requests the
+verdict judges, with what each target was offered, could serve, had serving and weighed that minute.
+
+The verdict (gameday/verdict.py) excuses sheds only for demand beyond every target's room together; a
+minute it judges is one in which a target shed while another had room, or shed below its own capacity. This
+prints those minutes side by side for every target, so the cause reads off the row: a weight a unit off a
+target's capacity, tasks come into service that the weights do not follow yet, a fleet shedding below what
+it serves within the objective. The figures are the verdict's own functions on the twin's minutes.
+
+    .venv/bin/python bench/gameday_judged.py scenarios/gameday/NAME.yaml [--profile low|nominal|high]
+        [--slo-errors SHARE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from gameday.explain import judged_minutes, render  # noqa: E402
+
+
+def main() -> int:
+    from gameday.run import run_scenario
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario", type=Path)
+    parser.add_argument("--profile", choices=("low", "nominal", "high"), default="nominal")
+    parser.add_argument(
+        "--slo-errors", type=float, default=0.01, help="error share marked * (the policy's default: 1%%)"
+    )
+    args = parser.parse_args()
+    result = run_scenario(args.scenario, profile=args.profile)
+    slo_errors = result.scenario.slo.error_share
+    print("\n".join(render(judged_minutes(result.minutes), slo_errors or args.slo_errors)))
+    print(f"verdict: {result.summary.verdict}")
+    for violation in result.summary.violations:
+        print(f"  {violation}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

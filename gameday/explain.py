@@ -1,0 +1,79 @@
+"""Where a game day's judged losses come from: the minutes in which some routing target loses requests
+the verdict judges, with what each target was offered, could serve, had serving and weighed
+(bench/gameday_judged.py prints them). The verdict excuses sheds only for demand beyond every target's
+room together: a minute it judges is one in which a target shed while another had room, or shed below its
+own capacity, and the row says which (a weight a unit off a target's capacity, tasks come into service
+that the weights do not follow yet, a fleet shedding below what it serves within the objective). The
+figures are the verdict's own."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gameday.loop import Minute
+from gameday.verdict import _targets, judged_errors, judged_lost_rps, unavoidable_share
+
+
+@dataclass(frozen=True)
+class TargetFigures:
+    offered_rps: float
+    capacity_rps: float  # what its serving tasks serve within the objective
+    planned_capacity_rps: float  # what the config's schedule on time would have serving
+    shed_rps: float
+    weight: int
+    tasks: int
+    judged_error_share: float  # the share of its requests the SLO rule counts as lost
+
+
+@dataclass(frozen=True)
+class JudgedMinute:
+    minute: int
+    unavoidable: float  # the share of the targets' excess no routing could have placed (verdict)
+    judged_lost: float  # requests the lost-request budget counts in the minute, every target together
+    targets: dict[str, TargetFigures]
+
+
+def judged_minutes(minutes: Sequence[Minute]) -> list[JudgedMinute]:
+    """The minutes with requests the verdict judges lost (before any fault's grace: a fault's own target
+    is excused by the SLO rule, not by the budget), each target's figures beside them."""
+    found = []
+    for m in minutes:
+        unavoidable = unavoidable_share(m)
+        rows = _targets(m)
+        lost = sum(judged_lost_rps(row, unavoidable) for row in rows.values()) * 60
+        if lost <= 0:
+            continue
+        figures = {
+            name: TargetFigures(
+                row.offered_rps,
+                row.capacity_rps,
+                row.planned_capacity_rps,
+                row.shed_rps,
+                row.weight,
+                row.tasks,
+                judged_errors(row, unavoidable),
+            )
+            for name, row in rows.items()
+        }
+        found.append(JudgedMinute(m.minute, unavoidable, lost, figures))
+    return found
+
+
+def render(found: Sequence[JudgedMinute], slo_errors: float) -> list[str]:
+    """One line per minute: the minute, the unavoidable share, the requests judged lost, then per target
+    offered/capacity requests/s, sheds, weight, serving tasks and judged error share (`*` past the SLO's)."""
+    lines = []
+    for judged in found:
+        parts = []
+        for name, t in judged.targets.items():
+            mark = "*" if t.judged_error_share > slo_errors else " "
+            parts.append(
+                f"{name} {t.offered_rps:.0f}/{t.capacity_rps:.0f} shed {t.shed_rps:.0f} w {t.weight} "
+                f"tasks {t.tasks} judged {t.judged_error_share:.1%}{mark}"
+            )
+        lines.append(
+            f"{judged.minute:4d}  unavoidable {judged.unavoidable:.2f}  lost {judged.judged_lost:,.0f}  "
+            + " | ".join(parts)
+        )
+    return lines
