@@ -122,3 +122,19 @@ def test_a_healthy_region_short_of_capacity_gets_little_weight_but_never_the_dra
     history, _, statuses = run_loop(slots, 0.6, start)
     assert min(h["us-east-2"] for h in history) == PARAMS.floor + 1
     assert all(seen["us-east-2"] is not Status.DEGRADED for seen in statuses)
+
+
+def test_a_region_short_of_capacity_is_held_to_its_share_by_a_larger_sum_not_overloaded_at_the_least_weight():
+    """The same region at 85%: the least weight a healthy region keeps (one above the floor) is 6% of a sum
+    of 100, three times its share of the slots, so it shed most of what it drew while the others had room
+    (capacity-imbalance on the game day with 1% more traffic: 30% shed for 40 minutes). The healthy
+    regions' sum grows instead, within Route 53's 255 a record, and its utilisation is the others'."""
+    slots = {"us-east-1/1": 2000.0, "us-east-1/2": 2000.0, "us-west-2": 3000.0, "us-east-2": 100.0}
+    start = {"us-east-1/1": 25, "us-east-1/2": 25, "us-west-2": 30, "us-east-2": 20}
+    history, utilisations, statuses = run_loop(slots, 0.85, start)
+    used = utilisations[-1]
+    assert max(used.values()) - min(used.values()) <= 0.1, used
+    assert history[-1]["us-east-2"] >= PARAMS.floor + 1  # never the drained floor
+    assert all(w <= 255 for h in history for w in h.values())
+    assert sum(history[-1].values()) > BUDGET
+    assert all(seen["us-east-2"] is not Status.DEGRADED for seen in statuses)
