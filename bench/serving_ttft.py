@@ -230,6 +230,12 @@ def main(argv: list[str] | None = None) -> int:
                 for record in records
                 if record.get("Model") == "assistant" and record.get("PrepareCpuMs") is not None
             )
+            # Each preparation's wall time split: CPU, waiting for a core (the kernel's count), the rest.
+            prepare_splits = sorted(
+                (record["PrepareMs"], record["PrepareCpuMs"], record["PrepareRunQueueMs"])
+                for record in records
+                if record.get("Model") == "assistant" and record.get("PrepareRunQueueMs") is not None
+            )
             assistant_tokens = statistics.median(
                 r["InputTokens"] for r in records if r.get("Model") == "assistant" and "InputTokens" in r
             )
@@ -265,6 +271,24 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  the worker's CPU time for it: p50 {p50:.2f} ms, p99 {p99:.2f} ms "
             "(the wall time above also holds waits for a core or the GIL)"
+        )
+    if prepare_splits:
+
+        def split_p(values: list[float], q: float) -> float:
+            ordered = sorted(values)
+            return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+        run_queue = [queued for _, _, queued in prepare_splits]
+        other = [max(0.0, wall - cpu - queued) for wall, cpu, queued in prepare_splits]
+        print(
+            f"  waiting for a core: p50 {split_p(run_queue, 0.5):.2f} ms, "
+            f"p99 {split_p(run_queue, 0.99):.2f} ms; other waits (mostly the GIL): "
+            f"p50 {split_p(other, 0.5):.2f} ms, p99 {split_p(other, 0.99):.2f} ms"
+        )
+        wall, cpu, queued = prepare_splits[min(len(prepare_splits) - 1, int(0.99 * len(prepare_splits)))]
+        print(
+            f"  the p99 preparation: {wall:.2f} ms wall = {cpu:.2f} CPU + {queued:.2f} waiting for a core "
+            f"+ {max(0.0, wall - cpu - queued):.2f} other"
         )
     print(
         f"\nprompt tokens per request (median): assistant {assistant_tokens:.0f} (its InputTokens metric), "
