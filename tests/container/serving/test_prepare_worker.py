@@ -245,7 +245,7 @@ def test_a_preparation_that_waits_for_a_core_says_so_apart_from_its_cpu_time() -
         hog.wait()
     assert timing.cpu_ms >= 60.0
     assert timing.run_queue_ms is not None and timing.run_queue_ms >= 10.0
-    assert timing.wall_ms >= timing.cpu_ms + 0.8 * timing.run_queue_ms
+    assert timing.cpu_ms + timing.run_queue_ms <= timing.wall_ms + 0.1  # the split never exceeds the wall
 
 
 def test_a_preparation_that_waits_for_the_gil_shows_it_as_the_other_wait() -> None:
