@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "container"))
 from assistant.chat import ChatFormat
 from assistant.prepare import prepare_request
 from assistant.retrieve import ProductIndex
+from assistant.sampling_defaults import from_generation_config, read_generation_config
 from local.client import StreamingClient, StreamResult
 from local.demo_assets import ensure_demo_assets
 from local.triton_server import CPU_ENGINE_PROFILE, TritonServer
@@ -74,9 +75,24 @@ class Cell:
         return self.tokens / self.busy_s if self.busy_s else 0.0
 
 
-def run_round(clients: list[StreamingClient], pool, model: str, prompts: list[str], max_tokens: int):
+def run_round(
+    clients: list[StreamingClient],
+    pool,
+    model: str,
+    prompts: list[str],
+    max_tokens: int,
+    model_defaults: dict[str, object] | None = None,
+):
     # min_tokens = max_tokens: fixed-length answers on both models (the assistant refuses ignore_eos).
-    sampling = {"max_tokens": max_tokens, "min_tokens": max_tokens, "temperature": 0.8}
+    # Every key the assistant would take from the model's generation_config.json is sent: the pass-through,
+    # like Triton's stock backend, applies none, and top_p < 1 costs the sampler a sort of the vocabulary
+    # per token, so without them the two would not run the same sampling.
+    sampling = {
+        **(model_defaults or {}),
+        "max_tokens": max_tokens,
+        "min_tokens": max_tokens,
+        "temperature": 0.8,
+    }
     started = time.perf_counter()
     futures = [
         pool.submit(client.ask, prompt, model=model, sampling=sampling)
@@ -166,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     assets = ensure_demo_assets()
     index = ProductIndex.open(assets.index_dir)
     chat = ChatFormat.load(str(assets.model_dir))
+    model_defaults = from_generation_config(read_generation_config(assets.model_dir))
+    print(f"sampling on every model: the model's generation config {model_defaults}, temperature 0.8")
 
     def full_prompt(question: str) -> str:
         return prepare_request(question, index, chat).prompt
@@ -209,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                         # that would slow the other model's engine, so let it go idle first.
                         time.sleep(ENGINE_IDLE_S)
                         results, wall = run_round(
-                            clients[:concurrency], pool, model, prompts, args.max_tokens
+                            clients[:concurrency], pool, model, prompts, args.max_tokens, model_defaults
                         )
                         cells[(name, concurrency)].add_round(results, wall)
             profile = measure_profile(clients, pool) if args.profile_out is not None else None
