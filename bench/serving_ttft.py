@@ -15,8 +15,10 @@ together) and writes a performance profile for the capacity planner.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
+import os
 import socket
 import statistics
 import sys
@@ -168,6 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--instance-type", default="local-cpu", help="the profile's instance_type")
     parser.add_argument(
+        "--client-nice",
+        type=int,
+        default=10,
+        help="nice value the clients run at once the server is up (default 10; 0 to compete with it)",
+    )
+    parser.add_argument(
         "--streams",
         type=int,
         nargs="+",
@@ -206,7 +214,14 @@ def main(argv: list[str] | None = None) -> int:
             start_timeout_s=1800.0,
         )
         print("starting Triton with both models ...", flush=True)
-        with server, ThreadPoolExecutor(max_workers=max(CONCURRENCY + concurrencies)) as pool:
+        with contextlib.ExitStack() as running:
+            running.enter_context(server)
+            # The load generator yields the cores to the server it measures (in production the clients are
+            # elsewhere): its 16 streams' Python threads otherwise took the cores from the prepare worker
+            # (docs/benchmarks.md, round five). Linux threads take the nice value of the thread that creates
+            # them, and the clients' threads are all created from here on; the server started before.
+            os.nice(args.client_nice)
+            pool = running.enter_context(ThreadPoolExecutor(max_workers=max(CONCURRENCY + concurrencies)))
             clients = [StreamingClient(server.grpc_url) for _ in range(max(CONCURRENCY + concurrencies))]
             # Warm-up: first requests pay one-off costs (allocator, caches) in both models.
             for model, _ in variants.values():
