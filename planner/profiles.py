@@ -234,7 +234,7 @@ class Profile(BaseModel):
             return f"measured: {self.source}"
         if cited.kind == "published":
             return f"published: {cited.title}, Neuron SDK {cited.sdk_version}, {cited.url}"
-        return f"estimate: {cited.why}"
+        return f"estimate: {(cited.why or '').rstrip('.')}"
 
     @property
     def engine_replicas(self) -> int:
