@@ -787,7 +787,8 @@ def test_cli_says_how_many_cells_a_region_runs(capsys: pytest.CaptureFixture[str
     assert validate_main([str(REPO / "config" / "prime-day.yaml")]) == 0
     output = capsys.readouterr().out
     assert "us-east-1 weight 50 in 2 cells: inf2.48xlarge x2-20 (TP 8)" in output
-    assert "us-west-2 weight 30: " in output
+    assert "us-west-2 weight 30 in 2 cells: " in output
+    assert "us-east-2 weight 20: " in output
 
 
 json_values = st.recursive(
