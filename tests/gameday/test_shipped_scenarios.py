@@ -261,7 +261,7 @@ def test_json_with_cells_adds_each_routing_targets_minute(tmp_path, capsys):
     keys = {"offered_rps", "served_rps", "shed_rps", "weight", "hosts", "tasks", "ttft_p99_ms", "error_share"}
     for line in lines:
         assert set(line["regions"]) == {"us-east-1", "us-west-2", "us-east-2"}
-        assert set(line["cells"]) == {"us-east-1/1", "us-east-1/2", "us-west-2", "us-east-2"}
+        assert set(line["cells"]) == {"us-east-1/1", "us-east-1/2", "us-west-2/1", "us-west-2/2", "us-east-2"}
         assert all(set(cell) == keys for cell in line["cells"].values())
         cells = [line["cells"]["us-east-1/1"], line["cells"]["us-east-1/2"]]
         assert line["regions"]["us-east-1"]["hosts"] == sum(c["hosts"] for c in cells)
