@@ -107,6 +107,13 @@ def short_engine_deaths(tmp_path: Path, minutes: int = 15, at: int = 3):
     return scenario, load_settings(config), synthesize(config), path
 
 
+def edited_region(assembly: Path, folder: Path, edit) -> Path:
+    """The assembly with `edit` applied to both of us-west-2's cells at Prime Day (the engine deaths' region):
+    an edit of one cell's stack would leave the other's hosts as deployed."""
+    first = edited(assembly, folder / "cell1", edit, "us-west-2")
+    return edited(first, folder, edit, "us-west-2-cell2")
+
+
 def slow_health_checks(resources) -> None:
     for resource in resources.values():
         if resource["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup":
@@ -124,13 +131,13 @@ def test_engine_deaths_drain_the_region_when_its_target_group_takes_3_minutes_to
     from gameday.templates import read_deployment
 
     scenario, settings, assembly, _ = short_engine_deaths(tmp_path)
-    slow = edited(assembly, tmp_path / "slow", slow_health_checks, "us-west-2")
+    slow = edited_region(assembly, tmp_path / "slow", slow_health_checks)
 
     def slow_and_no_grant(resources):
         slow_health_checks(resources)
         without_deregister_targets_grant(resources)
 
-    neither = edited(assembly, tmp_path / "neither", slow_and_no_grant, "us-west-2")
+    neither = edited_region(assembly, tmp_path / "neither", slow_and_no_grant)
 
     def healthy(deployment_path: Path) -> list[bool]:
         minutes = Twin(scenario, settings, read_deployment(deployment_path)).run()
@@ -147,9 +154,7 @@ def test_engine_deaths_lose_more_than_the_budget_when_the_task_may_not_deregiste
     from gameday.templates import read_deployment
 
     _, _, assembly, path = short_engine_deaths(tmp_path, minutes=8, at=2)
-    broken = read_deployment(
-        edited(assembly, tmp_path / "broken", without_deregister_targets_grant, "us-west-2")
-    )
+    broken = read_deployment(edited_region(assembly, tmp_path / "broken", without_deregister_targets_grant))
     deployed = run_scenario(path)
     without_grant = run_scenario(path, deployment_hook=lambda _: broken)
     # An 8-minute day: its goodput weighs the deaths' minute far more than the 90-minute day does, so the
