@@ -87,6 +87,9 @@ class PublishedFigures(BaseModel):
 
     time_to_first_token_s: Annotated[dict[PositiveInt, PositiveFloat], Field(min_length=1)]
     inter_token_latency_ms: Annotated[dict[PositiveInt, PositiveFloat], Field(min_length=1)]
+    # Optional, a check on the two above rather than an input of the fit: output tokens per second of the
+    # whole batch, end to end (batch x output tokens over TTFT + output tokens x inter-token latency).
+    generated_tokens_per_second: dict[PositiveInt, PositiveFloat] | None = None
 
 
 class Citation(BaseModel):

@@ -74,6 +74,22 @@ def test_a_shipped_profile_is_the_fit_of_the_figures_it_cites(path) -> None:
     assert profile.decode_context_tokens == cited.sequence_length
 
 
+def test_the_cited_figures_agree_with_the_throughput_published_beside_them() -> None:
+    """The benchmark's third chart, generated tokens per second end to end, is batch x 256 tokens over the
+    TTFT plus 256 inter-token latencies: the two figures the fit takes reproduce it within 3% (rounding of
+    the chart labels), so they were read from the same run and the same column."""
+    for profile in load_profiles().values():
+        cited = profile.citation
+        if cited.kind != "published" or cited.figures.generated_tokens_per_second is None:
+            continue
+        figures, tokens = cited.figures, cited.output_tokens
+        for batch, published in figures.generated_tokens_per_second.items():
+            seconds = (
+                figures.time_to_first_token_s[batch] + tokens * figures.inter_token_latency_ms[batch] / 1000
+            )
+            assert batch * tokens / seconds == pytest.approx(published, rel=0.03), batch
+
+
 def test_the_fit_of_the_inf2_figures_by_hand() -> None:
     """optimum-neuron's Llama-3.1-8B on inf2.48xlarge, TP 8, SDK 2.24: TTFT 0.3, 1.2, 2.3, 4.7 and 9.3 s at
     batch 1, 4, 8, 16 and 32 is 396.3 / 1,361 = 0.2912 s per 4,096-token padded prompt: 14,067 tokens/s."""
