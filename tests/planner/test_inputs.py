@@ -138,7 +138,7 @@ def test_inputs_keep_the_configs_mix_and_replicas(write) -> None:
     inputs = gather(write(SMALL_FORECAST), DEFAULT)
     east = inputs.regions[0]
     assert east.name == "us-east-1" and east.weight == 50
-    assert east.mix == (20.0, 10.0)
+    assert east.mix == (28.0, 14.0)
     assert [t.replicas for t in east.templates] == [3, 4]
     assert east.templates[0].engine.max_num_seqs == 32
 

@@ -79,8 +79,8 @@ def test_cells_split_the_regions_hosts(cells_settings, cells):
     templates = cell_templates(cells_settings, cells[1])
     for name in CELLS:
         groups = resources(templates[name], "AWS::AutoScaling::AutoScalingGroup").values()
-        # inf2 2-20 and trn1 1-10 over two cells: 1-10 and 1-5 / 0-5, plus the deploy surge on the maxima.
-        assert sorted(int(g["Properties"]["MaxSize"]) for g in groups) == [7, 13], name
+        # inf2 3-28 and trn1 2-14 over two cells: 2-14 / 1-14 and 1-7, plus the deploy surge on the maxima.
+        assert sorted(int(g["Properties"]["MaxSize"]) for g in groups) == [9, 18], name
 
 
 def test_the_orchestrator_weighs_each_cell_and_reads_its_parameters(cells_settings, cells):
