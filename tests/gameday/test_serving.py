@@ -73,11 +73,13 @@ def test_an_overloaded_fleet_serves_within_the_objective_only_with_a_short_queue
 
 
 def test_slower_engines_slow_share_is_measured_at_the_stretched_threshold(fleet):
-    """Engines at 30% speed stretch every first token by 1/0.3: at half load (p99 about 420 ms at full
-    speed) more than 1% of first tokens then miss the objective, which is what the slow-first-token alarm
-    pages on."""
+    """Engines at 20% speed stretch every first token by 1/0.2: at half load (p99 about 240 ms at full
+    speed, 1.2 s stretched) more than 1% of first tokens then miss the objective (about 2%), which is what
+    the slow-first-token alarm pages on. On the published profiles the objective breaks at half load only
+    below 24% of the engines' speed (240 ms / 1,000 ms); at 30% (the estimates' p99 was 420 ms) 0.3% are
+    late."""
     _, _, curve = fleet
     assert curve.slow_at_speed(0.5, 1.0) == pytest.approx(curve.at(0.5)[1])
-    assert curve.at(0.5)[0] < 1000 < curve.at(0.5)[0] / 0.3
-    assert curve.slow_at_speed(0.5, 0.3) > 0.01 > curve.at(0.5)[1]
-    assert curve.slow_at_speed(0.5, 0.3) > curve.slow_at_speed(0.5, 0.7) >= curve.slow_at_speed(0.5, 1.0)
+    assert curve.at(0.5)[0] < 1000 < curve.at(0.5)[0] / 0.2
+    assert curve.slow_at_speed(0.5, 0.2) > 0.01 > curve.at(0.5)[1]
+    assert curve.slow_at_speed(0.5, 0.2) > curve.slow_at_speed(0.5, 0.7) >= curve.slow_at_speed(0.5, 1.0)
