@@ -65,6 +65,8 @@ RATE_FRACTIONS = (0.5, 0.7, 0.85, 0.95, 1.1, 1.25)
 SLO_FACTOR = 4.0
 TOLERANCE, KNEE_TOLERANCE = 0.15, 0.10
 WORKER_TIMEOUT_S = 900.0
+# Where a failed engine run leaves its log (build/ is the kit's scratch folder, ignored by git).
+FAILED_ENGINE_LOG = REPO / "build" / "planner-fidelity" / "engine.log"
 PROGRESS = "fidelity: "  # worker lines the bench echoes
 
 
@@ -339,10 +341,15 @@ def measure(count: int, fractions: tuple[float, ...]) -> dict:
                 _kill_group(process)
                 echo.join(timeout=5.0)
         if code != 0 or not out.exists():
-            tail = log.read_text(errors="replace").splitlines()[-30:]
+            # The whole log outlives the temporary folder: a traceback's last lines rarely hold its cause
+            # (vLLM's "Engine core initialization failed. See root cause above").
+            kept = FAILED_ENGINE_LOG
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(log.read_text(errors="replace"), encoding="utf-8")
+            tail = kept.read_text(encoding="utf-8").splitlines()[-30:]
             raise SystemExit(
-                f"the engine run failed ({'timed out' if code is None else f'exit {code}'}):\n"
-                + "\n".join(tail)
+                f"the engine run failed ({'timed out' if code is None else f'exit {code}'}); "
+                f"its whole log: {kept.relative_to(REPO)}\n" + "\n".join(tail)
             )
         return json.loads(out.read_text())
 

@@ -15,8 +15,10 @@ together) and writes a performance profile for the capacity planner.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
+import os
 import socket
 import statistics
 import sys
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "container"))
 from assistant.chat import ChatFormat
 from assistant.prepare import prepare_request
 from assistant.retrieve import ProductIndex
+from assistant.sampling_defaults import from_generation_config, read_generation_config
 from local.client import StreamingClient, StreamResult
 from local.demo_assets import ensure_demo_assets
 from local.triton_server import CPU_ENGINE_PROFILE, TritonServer
@@ -74,9 +77,24 @@ class Cell:
         return self.tokens / self.busy_s if self.busy_s else 0.0
 
 
-def run_round(clients: list[StreamingClient], pool, model: str, prompts: list[str], max_tokens: int):
+def run_round(
+    clients: list[StreamingClient],
+    pool,
+    model: str,
+    prompts: list[str],
+    max_tokens: int,
+    model_defaults: dict[str, object] | None = None,
+):
     # min_tokens = max_tokens: fixed-length answers on both models (the assistant refuses ignore_eos).
-    sampling = {"max_tokens": max_tokens, "min_tokens": max_tokens, "temperature": 0.8}
+    # Every key the assistant would take from the model's generation_config.json is sent: the pass-through,
+    # like Triton's stock backend, applies none, and top_p < 1 costs the sampler a sort of the vocabulary
+    # per token, so without them the two would not run the same sampling.
+    sampling = {
+        **(model_defaults or {}),
+        "max_tokens": max_tokens,
+        "min_tokens": max_tokens,
+        "temperature": 0.8,
+    }
     started = time.perf_counter()
     futures = [
         pool.submit(client.ask, prompt, model=model, sampling=sampling)
@@ -152,6 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--instance-type", default="local-cpu", help="the profile's instance_type")
     parser.add_argument(
+        "--client-nice",
+        type=int,
+        default=10,
+        help="nice value the clients run at once the server is up (default 10; 0 to compete with it)",
+    )
+    parser.add_argument(
         "--streams",
         type=int,
         nargs="+",
@@ -166,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     assets = ensure_demo_assets()
     index = ProductIndex.open(assets.index_dir)
     chat = ChatFormat.load(str(assets.model_dir))
+    model_defaults = from_generation_config(read_generation_config(assets.model_dir))
+    print(f"sampling on every model: the model's generation config {model_defaults}, temperature 0.8")
 
     def full_prompt(question: str) -> str:
         return prepare_request(question, index, chat).prompt
@@ -188,7 +214,14 @@ def main(argv: list[str] | None = None) -> int:
             start_timeout_s=1800.0,
         )
         print("starting Triton with both models ...", flush=True)
-        with server, ThreadPoolExecutor(max_workers=max(CONCURRENCY + concurrencies)) as pool:
+        with contextlib.ExitStack() as running:
+            running.enter_context(server)
+            # The load generator yields the cores to the server it measures (in production the clients are
+            # elsewhere): its 16 streams' Python threads otherwise took the cores from the prepare worker
+            # (docs/benchmarks.md, round five). Linux threads take the nice value of the thread that creates
+            # them, and the clients' threads are all created from here on; the server started before.
+            os.nice(args.client_nice)
+            pool = running.enter_context(ThreadPoolExecutor(max_workers=max(CONCURRENCY + concurrencies)))
             clients = [StreamingClient(server.grpc_url) for _ in range(max(CONCURRENCY + concurrencies))]
             # Warm-up: first requests pay one-off costs (allocator, caches) in both models.
             for model, _ in variants.values():
@@ -209,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                         # that would slow the other model's engine, so let it go idle first.
                         time.sleep(ENGINE_IDLE_S)
                         results, wall = run_round(
-                            clients[:concurrency], pool, model, prompts, args.max_tokens
+                            clients[:concurrency], pool, model, prompts, args.max_tokens, model_defaults
                         )
                         cells[(name, concurrency)].add_round(results, wall)
             profile = measure_profile(clients, pool) if args.profile_out is not None else None
@@ -229,6 +262,12 @@ def main(argv: list[str] | None = None) -> int:
                 record["PrepareCpuMs"]
                 for record in records
                 if record.get("Model") == "assistant" and record.get("PrepareCpuMs") is not None
+            )
+            # Each preparation's wall time split: CPU, waiting for a core (the kernel's count), the rest.
+            prepare_splits = sorted(
+                (record["PrepareMs"], record["PrepareCpuMs"], record["PrepareRunQueueMs"])
+                for record in records
+                if record.get("Model") == "assistant" and record.get("PrepareRunQueueMs") is not None
             )
             assistant_tokens = statistics.median(
                 r["InputTokens"] for r in records if r.get("Model") == "assistant" and "InputTokens" in r
@@ -265,6 +304,24 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  the worker's CPU time for it: p50 {p50:.2f} ms, p99 {p99:.2f} ms "
             "(the wall time above also holds waits for a core or the GIL)"
+        )
+    if prepare_splits:
+
+        def split_p(values: list[float], q: float) -> float:
+            ordered = sorted(values)
+            return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+        run_queue = [queued for _, _, queued in prepare_splits]
+        other = [max(0.0, wall - cpu - queued) for wall, cpu, queued in prepare_splits]
+        print(
+            f"  waiting for a core: p50 {split_p(run_queue, 0.5):.2f} ms, "
+            f"p99 {split_p(run_queue, 0.99):.2f} ms; other waits (mostly the GIL): "
+            f"p50 {split_p(other, 0.5):.2f} ms, p99 {split_p(other, 0.99):.2f} ms"
+        )
+        wall, cpu, queued = prepare_splits[min(len(prepare_splits) - 1, int(0.99 * len(prepare_splits)))]
+        print(
+            f"  the p99 preparation: {wall:.2f} ms wall = {cpu:.2f} CPU + {queued:.2f} waiting for a core "
+            f"+ {max(0.0, wall - cpu - queued):.2f} other"
         )
     print(
         f"\nprompt tokens per request (median): assistant {assistant_tokens:.0f} (its InputTokens metric), "

@@ -463,6 +463,8 @@ class FleetPlan:
     derived_profile: bool = False  # its profile was scaled per chip from another type or TP degree
     decode_speedup: float = 1.0  # from speculative decoding in its profile, at its full batch
     decode_speedup_single: float = 1.0  # ... at batch 1
+    speed_source: str = ""  # where its profile's speed comes from: published (document, SDK, URL) or estimate
+    speed_range: tuple[float, float] = (1.0, 1.0)  # the profile's low and high throughput factors
 
     @property
     def cost_per_hour(self) -> float:
@@ -619,6 +621,15 @@ def _plan_region(
             derived_profile=region.derived[index],
             decode_speedup=region.decode_speedups[index],
             decode_speedup_single=region.decode_speedups_single[index],
+            speed_source=region.profiles[index].speed_source if region.profiles else "",
+            speed_range=(
+                (
+                    region.profiles[index].throughput_range.low,
+                    region.profiles[index].throughput_range.high,
+                )
+                if region.profiles
+                else (1.0, 1.0)
+            ),
         )
         for index, (fleet, count, price, template) in enumerate(
             zip(region.fleets, hosts, region.hourly_prices, region.templates, strict=True)

@@ -1,9 +1,11 @@
 """Performance profiles: how fast one engine replica of an instance type prefills and decodes.
 
-A profile is a small YAML file (docs/planner.md); the kit ships estimates with their source in
-planner/data/profiles/, and `make bench-serving PROFILE_OUT=file` writes one from a real run that
-`make plan PROFILE=file` (`--profile`) takes instead. A type or TP degree with no file gets a profile
-derived per chip from a shipped one (planner/chips.py), marked as derived and given a wider range.
+A profile is a small YAML file (docs/planner.md); the kit ships one per instance type it plans, in
+planner/data/profiles/, each citing where its speed comes from (`citation`: a published benchmark, its
+figures and the fit from them, or an estimate and why). `make bench-serving PROFILE_OUT=file` writes
+one from a real run that `make plan PROFILE=file` (`--profile`) takes instead. A type or TP degree with
+no file gets a profile derived per chip from a shipped one (planner/chips.py), marked as derived and
+given a wider range.
 
 Beyond the measured speeds a profile carries: a low/high range of its throughput (estimates are not
 points), optional speculative decoding (draft acceptance -> decode speed-up) and the memory facts that
@@ -14,7 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -74,12 +76,110 @@ class Speculative(BaseModel):
         return step_ms / self.token_ms(step_ms, batch, prefill_tokens_per_second)
 
 
+PositiveInt = Annotated[int, Field(gt=0)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+
+
+class PublishedFigures(BaseModel):
+    """The figures taken from a published benchmark, per batch size, as printed there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    time_to_first_token_s: Annotated[dict[PositiveInt, PositiveFloat], Field(min_length=1)]
+    inter_token_latency_ms: Annotated[dict[PositiveInt, PositiveFloat], Field(min_length=1)]
+    # Optional, a check on the two above rather than an input of the fit: output tokens per second of the
+    # whole batch, end to end (batch x output tokens over TTFT + output tokens x inter-token latency).
+    generated_tokens_per_second: dict[PositiveInt, PositiveFloat] | None = None
+
+
+class Citation(BaseModel):
+    """Where a profile's speed comes from.
+
+    published: a public benchmark of this instance type at this TP degree. Its document, URL, software and
+    SDK version, the run's shape (batch sizes, compiled sequence length, input and output tokens, the
+    context bucket the prompts were padded to) and the figures taken from it; `fit_published` turns
+    them into the profile's engine figures, and a test fails if the profile drifts from that fit.
+    estimate: no public figure exists for this type and TP degree; `why` says so and `derivation` how the
+    figures were obtained (e.g. per chip from a published profile), with the URLs it rests on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["published", "estimate"]
+    title: Annotated[str, Field(min_length=1)]
+    url: Annotated[str, Field(pattern=r"^https://")]
+    derivation: Annotated[str, Field(min_length=1)]
+    # published
+    publisher: str | None = None
+    date: str | None = None  # when the figures were published (the page or its data's commit)
+    software: str | None = None
+    sdk_version: str | None = None  # the Neuron SDK release the figures were measured on
+    instance_type: str | None = None
+    tensor_parallel: PositiveInt | None = None
+    batch_sizes: tuple[PositiveInt, ...] = ()
+    sequence_length: PositiveInt | None = None  # compiled maximum (prompt + output)
+    input_tokens: PositiveInt | None = None  # the prompt length whose figures are taken
+    output_tokens: PositiveInt | None = None
+    prefill_padded_tokens: PositiveInt | None = None  # the context bucket each prompt was padded to
+    figures: PublishedFigures | None = None
+    # estimate
+    why: str | None = None
+    based_on: str | None = None  # the shipped profile file an estimate takes its figures from
+
+    @model_validator(mode="after")
+    def _complete(self) -> Self:
+        if self.kind == "estimate":
+            if not self.why:
+                raise ValueError("an estimate says why no published figure is used (why)")
+            return self
+        required = (
+            "publisher",
+            "date",
+            "software",
+            "sdk_version",
+            "instance_type",
+            "tensor_parallel",
+            "batch_sizes",
+            "sequence_length",
+            "input_tokens",
+            "output_tokens",
+            "prefill_padded_tokens",
+            "figures",
+        )
+        missing = [name for name in required if not getattr(self, name)]
+        if missing:
+            raise ValueError(f"a published citation needs {', '.join(missing)}")
+        assert self.figures is not None
+        batches = set(self.batch_sizes)
+        for name in ("time_to_first_token_s", "inter_token_latency_ms"):
+            if set(getattr(self.figures, name)) != batches:
+                raise ValueError(f"figures.{name} must give each of batch_sizes {sorted(batches)}")
+        return self
+
+
+def fit_published(citation: Citation) -> tuple[float, dict[int, float]]:
+    """The engine figures a published benchmark gives: (prefill tokens/s, decode step ms per batch size).
+
+    Prefill: the benchmark's engine encodes a batch's prompts one after another, each padded to the
+    context bucket, so its time to first token grows in proportion to the batch; the least-squares slope
+    of TTFT over batch size (through the origin) is the time of one padded prompt, and the bucket's
+    tokens over it the prefill rate in padded tokens, as the planner counts them.
+    Decode: the inter-token latency at each batch size is the decode step of a batch that size."""
+    if citation.kind != "published" or citation.figures is None or citation.prefill_padded_tokens is None:
+        raise ValueError("only a published citation has figures to fit")
+    ttft = citation.figures.time_to_first_token_s
+    seconds_per_prompt = sum(b * t for b, t in ttft.items()) / sum(b * b for b in ttft)
+    decode = {batch: float(ms) for batch, ms in sorted(citation.figures.inter_token_latency_ms.items())}
+    return citation.prefill_padded_tokens / seconds_per_prompt, decode
+
+
 class Profile(BaseModel):
     # Not strict: a measured profile may come from a tool that writes batch sizes as strings.
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     instance_type: str
     source: Annotated[str, Field(min_length=1)]
+    # Where the speed comes from, in fields (shipped profiles carry one; a measured one may not).
+    citation: Citation | None = None
     tensor_parallel: Annotated[int, Field(gt=0)]
     max_num_seqs: Annotated[int, Field(gt=0)]
     prefill_tokens_per_second: Annotated[float, Field(gt=0)]  # padded (bucket) tokens on Neuron
@@ -114,10 +214,30 @@ class Profile(BaseModel):
             raise ValueError(
                 f"tensor_parallel {self.tensor_parallel} does not divide the {cores} NeuronCores"
             )
+        cited = self.citation
+        own = (self.instance_type, self.tensor_parallel)
+        if cited and cited.kind == "published" and (cited.instance_type, cited.tensor_parallel) != own:
+            raise ValueError(
+                f"the citation's figures are for {cited.instance_type} at TP {cited.tensor_parallel}, "
+                f"not this profile's {self.instance_type} at TP {self.tensor_parallel}: cite it as "
+                "an estimate (kind: estimate) and say how it was carried over"
+            )
         steps = [self.decode_step_ms[batch] for batch in sorted(self.decode_step_ms)]
         if any(later < earlier for earlier, later in itertools.pairwise(steps)):
             raise ValueError("decode_step_ms must not fall as the batch grows")
         return self
+
+    @property
+    def speed_source(self) -> str:
+        """One line: where the speed comes from (published, estimate, derived or measured)."""
+        cited = self.citation
+        if self.derived:
+            return "derived per chip (estimate)"
+        if cited is None:
+            return f"measured: {self.source}"
+        if cited.kind == "published":
+            return f"published: {cited.title}, Neuron SDK {cited.sdk_version}, {cited.url}"
+        return f"estimate: {(cited.why or '').rstrip('.')}"
 
     @property
     def engine_replicas(self) -> int:
@@ -220,6 +340,7 @@ class Profile(BaseModel):
         bandwidth /= chips_per_replica(self.instance_type, self.tensor_parallel) * here.hbm_tb_per_second
         same = here.generation == there.generation and tensor_parallel == self.tensor_parallel
         widen = 1.0 if same else (0.85 if here.generation == there.generation else 0.7)
+        derived = self.derived or not same or instance_type != self.instance_type
         return self.model_copy(
             update={
                 "instance_type": instance_type,
@@ -234,7 +355,8 @@ class Profile(BaseModel):
                 "throughput_range": ThroughputRange(
                     low=self.throughput_range.low * widen, high=self.throughput_range.high
                 ),
-                "derived": self.derived or not same or instance_type != self.instance_type,
+                "derived": derived,
+                "citation": None if derived else self.citation,
             }
         )
 

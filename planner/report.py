@@ -9,7 +9,7 @@ from datetime import datetime
 from rich.table import Table
 
 from planner.forecast import Forecast
-from planner.plan import RegionPlan, Search
+from planner.plan import FleetPlan, RegionPlan, Search
 
 
 def _span(low: float, high: float) -> str:
@@ -151,6 +151,7 @@ def notes(
             "over a plan for each region's own peak plus headroom; "
             f"{(cost - without) * hours:,.0f} {currency} over the window."
         )
+    lines += speed_lines(plans)
     lines.append(range_sources(plans))
     speculative = [(p, f) for p in plans for f in p.fleets if f.decode_speedup != 1.0]
     if speculative:
@@ -216,6 +217,28 @@ def basis_lines(plans: Sequence[RegionPlan], currency: str, max_factor: float) -
                 else ""
             )
             + "."
+        )
+    return lines
+
+
+def speed_lines(plans: Sequence[RegionPlan]) -> list[str]:
+    """Per instance type: where its speed comes from (a published benchmark, an estimate and why, or a
+    measurement) and the hosts the order needs at the profile's low and at its high throughput figure."""
+    kinds: dict[str, list[FleetPlan]] = {}
+    for plan in plans:
+        for fleet in plan.fleets:
+            kinds.setdefault(fleet.instance_type, []).append(fleet)
+    lines = []
+    for kind, fleets in kinds.items():
+        first = fleets[0]
+        low, high = first.speed_range
+        hosts = sum(f.hosts for f in fleets)
+        at_low = sum(f.hosts_range[1] for f in fleets)  # the low throughput needs the most hosts
+        at_high = sum(f.hosts_range[0] for f in fleets)
+        lines.append(
+            f"Speed of {kind}: {first.speed_source or 'not given'}. "
+            f"Hosts: {hosts:,} at the profile's figures, {at_low:,} at its low end (x{low:g} throughput), "
+            f"{at_high:,} at its high end (x{high:g})."
         )
     return lines
 

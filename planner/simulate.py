@@ -21,8 +21,6 @@ from enum import StrEnum
 
 import numpy as np
 
-from planner import event_loop
-
 # One-sided 99th percentile of the standard normal distribution.
 Z99 = 2.3263478740408408
 
@@ -285,6 +283,12 @@ def simulate(
 
     def int64(values: Sequence[int] | np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(values, dtype=np.int64)
+
+    # Imported here, not with the module: the fidelity bench's engine process draws its requests from this
+    # module, and vLLM 0.32's CPU platform walks every loaded module for kernels to rebind at start
+    # (vllm/triton_utils/dispatcher.py, _rebind_kernels) and fails on llvmlite's function wrappers, which
+    # Numba loads. Only the simulation itself needs the compiled loop.
+    from planner import event_loop
 
     ttft, finish, served_by, shed = event_loop.run(
         np.ascontiguousarray(requests.arrival, dtype=np.float64),

@@ -453,6 +453,12 @@ class StreamingModel:
                 # and the worker's CPU for it (the wall time also holds waits for a core or the GIL).
                 "PrepareMs": None if prepare_time is None else round(prepare_time.wall_ms, 3),
                 "PrepareCpuMs": None if prepare_time is None else round(prepare_time.cpu_ms, 3),
+                # Of the wall time, waiting for a core (the kernel's count) and the rest (mostly the GIL).
+                "PrepareRunQueueMs": (
+                    None
+                    if prepare_time is None or prepare_time.run_queue_ms is None
+                    else round(prepare_time.run_queue_ms, 3)
+                ),
                 "Stream": parsed.stream,
             }
             self.outbox.put(

@@ -183,14 +183,14 @@ def test_records_carry_the_alias_evaluate_target_health_the_orchestrator_wrote(o
         for r in route53.list_resource_record_sets(HostedZoneId=orchestrator.config.hosted_zone_id)[
             "ResourceRecordSets"
         ]
-        if r.get("SetIdentifier") == "us-west-2"
+        if r.get("SetIdentifier") == "us-east-2"  # a region of one cell
     )
     record["AliasTarget"]["EvaluateTargetHealth"] = False
     route53.change_resource_record_sets(
         HostedZoneId=orchestrator.config.hosted_zone_id,
         ChangeBatch={"Changes": [{"Action": "UPSERT", "ResourceRecordSet": record}]},
     )
-    assert orchestrator.records()["us-west-2"] == (30, False)
+    assert orchestrator.records()["us-east-2"] == (20, False)
     assert name.rstrip(".") in record["Name"]
 
 
@@ -205,7 +205,7 @@ def test_the_twins_metrics_reach_the_handler_through_moto(orchestrator):
         "in_flight": 50.0,
         "slots": 960.0,
     }
-    for target in ("us-west-2", "us-east-2"):
+    for target in ("us-west-2/1", "us-east-2"):
         orchestrator.publish(target, orchestrator.namespace(target), datapoints(raw, minute, "assistant"))
     answer = orchestrator.run(NOW)
     assert "no region reported metrics" not in answer["reason"]
@@ -261,7 +261,7 @@ def _publish_minutes(orchestrator: Orchestrator) -> None:
         "slots": 960.0,
     }
     for minutes_ago in range(1, 7):
-        for target in ("us-east-1/1", "us-east-1/2", "us-west-2", "us-east-2"):
+        for target in ("us-east-1/1", "us-east-1/2", "us-west-2/1", "us-west-2/2", "us-east-2"):
             data = datapoints(raw, NOW - timedelta(minutes=minutes_ago), "assistant")
             orchestrator.publish(target, orchestrator.namespace(target), data)
 

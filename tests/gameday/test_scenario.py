@@ -55,13 +55,14 @@ def test_a_bad_scenario_names_file_line_and_key(tmp_path, text, message):
             "at: 0}\n",
             "instance_type: us-east-2 has no trn2.48xlarge fleet",
         ),
-        # us-east-1 runs 2 cells in this config, us-west-2 one: a fault names a region or a real cell.
+        # us-east-1 and us-west-2 run 2 cells in this config, us-east-2 one: a fault names a region or a
+        # real cell.
         (
             "faults:\n  - {kind: region_down, region: us-east-1/3, at: 0}\n",
             ":7: faults[0].region: not a region or cell of",
         ),
         (
-            "faults:\n  - {kind: engine_deaths, region: us-west-2/1, share: 0.1, at: 0}\n",
+            "faults:\n  - {kind: engine_deaths, region: us-east-2/1, share: 0.1, at: 0}\n",
             ":7: faults[0].region: not a region or cell of",
         ),
         (

@@ -54,6 +54,15 @@ def test_a_prompt_costs_its_prefill_bucket_on_an_engine_compiled_with_buckets():
     assert per_host_rps(bucketed, demand) < per_host_rps(plain, demand)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "issue 22, open: on the published profiles a stream holds its slot 2.75x longer (33 ms decode "
+        "steps at batch 32), so even one queued request waits about 1 s: p99 1,096-1,142 ms, 1.6-1.9% "
+        "late. A queue of 0 keeps it within (p99 255-269 ms) but loses more in surge-1.5x-no-event; the "
+        "queue's default is not yet derived from the objective"
+    ),
+)
 def test_an_overloaded_fleet_serves_within_the_objective_only_with_a_short_queue(fleet):
     """Offered 1.5x its capacity: replicas that let one batch wait (the container's own default) admit
     nearly their capacity and serve almost nothing within the objective (a request waits about a stream
@@ -73,11 +82,13 @@ def test_an_overloaded_fleet_serves_within_the_objective_only_with_a_short_queue
 
 
 def test_slower_engines_slow_share_is_measured_at_the_stretched_threshold(fleet):
-    """Engines at 30% speed stretch every first token by 1/0.3: at half load (p99 about 420 ms at full
-    speed) more than 1% of first tokens then miss the objective, which is what the slow-first-token alarm
-    pages on."""
+    """Engines at 20% speed stretch every first token by 1/0.2: at half load (p99 about 240 ms at full
+    speed, 1.2 s stretched) more than 1% of first tokens then miss the objective (about 2%), which is what
+    the slow-first-token alarm pages on. On the published profiles the objective breaks at half load only
+    below 24% of the engines' speed (240 ms / 1,000 ms); at 30% (the estimates' p99 was 420 ms) 0.3% are
+    late."""
     _, _, curve = fleet
     assert curve.slow_at_speed(0.5, 1.0) == pytest.approx(curve.at(0.5)[1])
-    assert curve.at(0.5)[0] < 1000 < curve.at(0.5)[0] / 0.3
-    assert curve.slow_at_speed(0.5, 0.3) > 0.01 > curve.at(0.5)[1]
-    assert curve.slow_at_speed(0.5, 0.3) > curve.slow_at_speed(0.5, 0.7) >= curve.slow_at_speed(0.5, 1.0)
+    assert curve.at(0.5)[0] < 1000 < curve.at(0.5)[0] / 0.2
+    assert curve.slow_at_speed(0.5, 0.2) > 0.01 > curve.at(0.5)[1]
+    assert curve.slow_at_speed(0.5, 0.2) > curve.slow_at_speed(0.5, 0.7) >= curve.slow_at_speed(0.5, 1.0)

@@ -57,9 +57,9 @@ def test_the_read_parameters_are_the_templates(assembly):
     inf2 = region.fleets[0]
     assert inf2.instance_type == "inf2.48xlarge"
     assert inf2.tracking.metric == "RequestsInFlight" and inf2.tracking.target == 48.0
-    # The event's raise in force at the peak (config/prime-day.yaml: 117-176 hosts), the group's maximum
+    # The event's raise in force at the peak (config/prime-day.yaml: 162-243 hosts), the group's maximum
     # with the rolling deploy's 25% surge.
-    assert inf2.bounds_at(PEAK) == (117, 220, 117, 176)
+    assert inf2.bounds_at(PEAK) == (162, 304, 162, 243)
     # HTTPS: the front door, probed from outside (healthy in the twin until it has a fault for it).
     assert {c.kind for c in region.health_checks.values()} == {"CLOUDWATCH_METRIC", "CALCULATED", "HTTPS"}
     assert region.record_check in region.health_checks
@@ -143,18 +143,18 @@ def test_missing_data_is_treated_as_the_alarm_says(assembly):
 
 
 def test_a_region_of_two_cells_is_two_stacks_each_read_on_its_own(assembly):
-    """config/prime-day.yaml runs us-east-1 in 2 cells: each is its own stack (the first keeps the region's
-    name), found under its routing name by the parameters it writes, with half the region's hosts, its own
-    health check, composites and metrics namespace."""
+    """config/prime-day.yaml runs us-east-1 (and us-west-2) in 2 cells: each is its own stack (the first
+    keeps the region's name), found under its routing name by the parameters it writes, with half the
+    region's hosts, its own health check, composites and metrics namespace."""
     deployment = read_deployment(assembly)
-    assert list(deployment.cells) == ["us-east-1/1", "us-east-1/2", "us-west-2", "us-east-2"]
+    assert list(deployment.cells) == ["us-east-1/1", "us-east-1/2", "us-west-2/1", "us-west-2/2", "us-east-2"]
     first, second = deployment.cells["us-east-1/1"], deployment.cells["us-east-1/2"]
     assert first.region == second.region == "us-east-1"
     assert any(p.endswith("/us-east-1/cell2/routing-health-check") for p in second.parameters)
-    # The event's us-east-1 bounds (inf2 210-315) split over the cells, the first taking the odd host.
-    assert [f.bounds_at(PEAK)[2:] for f in (first.fleets[0], second.fleets[0])] == [(105, 158), (105, 157)]
+    # The event's us-east-1 bounds (inf2 289-434) split over the cells, the first taking the odd host.
+    assert [f.bounds_at(PEAK)[2:] for f in (first.fleets[0], second.fleets[0])] == [(145, 217), (144, 217)]
     assert (first.metrics_namespace, second.metrics_namespace) == ("LLMServing/cell1", "LLMServing/cell2")
-    assert deployment.cells["us-west-2"].metrics_namespace == "LLMServing"
+    assert deployment.cells["us-east-2"].metrics_namespace == "LLMServing"
     assert {c.name for c in second.composites} == {
         "shopping-assistant-us-east-1-cell2-region-degraded",
         "shopping-assistant-us-east-1-cell2-region-unfit",
@@ -254,7 +254,7 @@ def test_a_dead_target_leaves_in_seconds_only_while_the_template_lets_the_task_d
         assert {f.dead_target_seconds for f in broken} == {dead_target_seconds(5, 2)}, edit.__name__
     # Another region's stacks are untouched by an edit of this one.
     other = read_deployment(edited(assembly, tmp_path / "other", without_deregister_targets_grant))
-    assert all(f.leaves_on_death for f in other.cells["us-west-2"].fleets)
+    assert all(f.leaves_on_death for f in other.cells["us-west-2/1"].fleets)
 
 
 def test_a_grant_on_other_resources_or_under_a_condition_is_no_grant(assembly, tmp_path):

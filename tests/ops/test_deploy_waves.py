@@ -447,7 +447,7 @@ def test_stop_report_when_nothing_was_deployed():
 
 # ---- cells ------------------------------------------------------------------------------------------------
 
-CELLS_CONFIG = str(REPO / "config" / "prime-day.yaml")  # us-east-1 in two cells
+CELLS_CONFIG = str(REPO / "config" / "prime-day.yaml")  # us-east-1 and us-west-2 in two cells each
 CELLS_SETTINGS = load_settings(CELLS_CONFIG)
 
 
@@ -485,12 +485,20 @@ def test_waves_go_one_cell_at_a_time_each_watching_its_own_alarms():
         {
             "us-east-1/1": f"{PROJECT}-us-east-1",
             "us-east-1/2": f"{PROJECT}-us-east-1-cell2",
-            "us-west-2": f"{PROJECT}-us-west-2",
+            "us-west-2/1": f"{PROJECT}-us-west-2",
+            "us-west-2/2": f"{PROJECT}-us-west-2-cell2",
             "us-east-2": f"{PROJECT}-us-east-2",
         },
     )
     waves = plan_waves(CELLS_SETTINGS, names)
-    assert [w.label for w in waves] == ["global", "us-east-1/1", "us-east-1/2", "us-west-2", "us-east-2"]
+    assert [w.label for w in waves] == [
+        "global",
+        "us-east-1/1",
+        "us-east-1/2",
+        "us-west-2/1",
+        "us-west-2/2",
+        "us-east-2",
+    ]
     assert waves[2].alarms == (
         f"{PROJECT}-us-east-1-cell2-region-unfit",
         f"{PROJECT}-us-east-1-cell2-region-degraded",
@@ -507,13 +515,15 @@ def test_an_alarm_in_the_second_cell_stops_the_wave_before_the_next_region(
         f"{PROJECT}-us-east-1",
         f"{PROJECT}-us-east-1-cell2",
         f"{PROJECT}-us-west-2",
+        f"{PROJECT}-us-west-2-cell2",
         f"{PROJECT}-us-east-2",
     ]
     monkeypatch.setenv("FAKE_CDK_STACKS", ",".join(stacks))
     serve_cell(aws, "us-east-1/1", "us-east-1-cell1")
     serve_cell(aws, "us-east-1/2", "us-east-1-cell2", degraded="ALARM")
-    for region in REGIONS[1:]:
-        serve(aws, region)
+    serve_cell(aws, "us-west-2/1", "us-west-2-cell1")
+    serve_cell(aws, "us-west-2/2", "us-west-2-cell2")
+    serve(aws, "us-east-2")
     script, calls = fake_cdk
     argv = [
         CELLS_CONFIG,

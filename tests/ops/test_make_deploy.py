@@ -57,7 +57,7 @@ def test_the_shipped_config_dry_run_runs_through(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "alarms page no one" in result.stderr
-    assert "day zero, in order:" in result.stdout and "5 waves" in result.stdout
+    assert "day zero, in order:" in result.stdout and "6 waves" in result.stdout
     assert_whole_sequence(result.stdout, here="deploy")
 
 

@@ -100,7 +100,7 @@ def test_the_shipped_prime_day_config_is_the_event_the_shipped_forecast_plans() 
     assert {n: r.model_copy(update={"cells": 1}) for n, r in peak.regions.items()} == default.regions
     (event,) = peak.events
     cells = {n: r.cells for n, r in peak.regions.items() if r.cells > 1}
-    assert cells == cells_for(peak_plans(event), default) == {"us-east-1": 2}
+    assert cells == cells_for(peak_plans(event), default) == {"us-east-1": 2, "us-west-2": 2}
     assert (event.name, event.start, event.end) == (
         forecast.event.name,
         forecast.event.start,

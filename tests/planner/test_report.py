@@ -104,3 +104,27 @@ def test_the_notes_say_how_much_of_the_range_is_the_profiles_and_how_much_the_se
     # 270-600 hosts over the profiles' figures against 300 planned; 300-306 over 3 seeds.
     assert "throughput figures put the order at 270-600 hosts (-10% / +100% of 300)" in lines
     assert "3 random seeds at the plan's profile put it at 300-306 (+0% / +2%)" in lines
+
+
+def test_the_notes_say_where_each_fleets_speed_comes_from_and_its_hosts_at_both_ends() -> None:
+    published = "published: A benchmark, Neuron SDK 2.24.0, https://example.org/benchmark"
+    fleets = (
+        replace(FLEETS[0], speed_source=published, speed_range=(0.8, 1.1)),
+        replace(FLEETS[1], speed_source="estimate: nothing published", speed_range=(0.75, 1.2)),
+    )
+    west = replace(PLAN, fleets=fleets)
+    east = replace(west, region="us-east-1")
+    lines = notes(
+        [west, east],
+        1000,
+        "USD",
+        datetime.fromisoformat("2027-07-08T00:00:00Z"),
+        datetime.fromisoformat("2027-07-09T00:00:00Z"),
+    )
+    inf2 = next(line for line in lines if line.startswith("Speed of inf2.48xlarge:"))
+    # Summed over both regions: 2 x 200 planned, 2 x 400 at the low figure, 2 x 180 at the high one.
+    assert published in inf2
+    assert "Hosts: 400 at the profile's figures, 800 at its low end (x0.8 throughput)" in inf2
+    assert "360 at its high end (x1.1)" in inf2
+    estimate = next(line for line in lines if line.startswith("Speed of inf2.24xlarge:"))
+    assert "estimate: nothing published" in estimate and "400 at its low end (x0.75" in estimate

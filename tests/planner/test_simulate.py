@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -302,3 +303,24 @@ def test_output_capped_at_the_engines_limit_has_the_clipped_mean() -> None:
     assert fit.capped_mean(1024) == pytest.approx(drawn.mean(), rel=0.005)
     assert fit.capped_mean(1024) < 0.75 * 1500
     assert fit.capped_mean(1e12) == pytest.approx(1500)
+
+
+def test_drawing_requests_loads_no_compiler() -> None:
+    """The fidelity bench's engine process draws its requests here; vLLM's CPU platform fails to start in a
+    process that has loaded Numba's llvmlite (bench/planner_fidelity.py), so only simulating may load it."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from planner.simulate import LogNormal, draw_requests\n"
+        "import planner.fidelity\n"
+        "draw_requests(2.0, 5.0, LogNormal.fit(256, 768), LogNormal.fit(48, 160), seed=1)\n"
+        "loaded = sorted(name for name in ('numba', 'llvmlite') if name in sys.modules)\n"
+        "sys.exit(f'loaded {loaded}' if loaded else 0)\n"
+    )
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=repo
+    )
+    assert done.returncode == 0, done.stderr or done.stdout

@@ -779,15 +779,16 @@ def test_cli_summarizes_each_event_with_its_ramp(tmp_path: Path, capsys: pytest.
 def test_cli_summarizes_a_good_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert validate_main([str(REPO / "config" / "default.yaml")]) == 0
     output = capsys.readouterr().out
-    assert "us-east-1 weight 50: inf2.48xlarge x2-20 (TP 8)" in output
+    assert "us-east-1 weight 50: inf2.48xlarge x3-28 (TP 8)" in output
     assert "us-east-2 weight 20: " in output and "zones us-east-2a, us-east-2c; NAT gateways 2" in output
 
 
 def test_cli_says_how_many_cells_a_region_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert validate_main([str(REPO / "config" / "prime-day.yaml")]) == 0
     output = capsys.readouterr().out
-    assert "us-east-1 weight 50 in 2 cells: inf2.48xlarge x2-20 (TP 8)" in output
-    assert "us-west-2 weight 30: " in output
+    assert "us-east-1 weight 50 in 2 cells: inf2.48xlarge x3-28 (TP 8)" in output
+    assert "us-west-2 weight 30 in 2 cells: " in output
+    assert "us-east-2 weight 20: " in output
 
 
 json_values = st.recursive(
@@ -819,8 +820,8 @@ def test_routing_defaults_and_the_derived_host_floor() -> None:
     assert settings.largest_region == "us-east-1"
     assert settings.orchestrator_region == "us-west-2"
     assert settings.routing.floor == 5 and settings.routing.drain_runs == 3
-    # inf2 min 2 + trn1 min 1 = 3 hosts; half of them, rounded up, must stay healthy.
-    assert settings.min_healthy_hosts("us-east-1") == 2
+    # inf2 min 3 + trn1 min 2 = 5 hosts; half of them, rounded up, must stay healthy.
+    assert settings.min_healthy_hosts("us-east-1") == 3
 
 
 TWO_REGIONS = (

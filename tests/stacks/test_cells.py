@@ -1,4 +1,5 @@
-"""A region of two cells (Prime Day as shipped: us-east-1 split by `make plan`): a stack per cell, each with
+"""A region of two cells (Prime Day as shipped: us-east-1, and us-west-2 too, split by `make plan`; the
+tests below look at us-east-1's): a stack per cell, each with
 its own ALB, cluster, fleets, alarms, health checks, parameters and metrics namespace; the orchestrator
 weighs each cell's record. cfn-lint and cdk-nag run over it in test_checks.py."""
 
@@ -24,6 +25,7 @@ def test_each_cell_is_a_stack_and_the_first_keeps_the_regions_name(cells_setting
         "shopping-assistant-us-east-1": "us-east-1",
         "shopping-assistant-us-east-1-cell2": "us-east-1",
         "shopping-assistant-us-west-2": "us-west-2",
+        "shopping-assistant-us-west-2-cell2": "us-west-2",
         "shopping-assistant-us-east-2": "us-east-2",
         global_stack_name(cells_settings): "us-west-2",  # not the largest region (us-east-1)
     }
@@ -77,8 +79,8 @@ def test_cells_split_the_regions_hosts(cells_settings, cells):
     templates = cell_templates(cells_settings, cells[1])
     for name in CELLS:
         groups = resources(templates[name], "AWS::AutoScaling::AutoScalingGroup").values()
-        # inf2 2-20 and trn1 1-10 over two cells: 1-10 and 1-5 / 0-5, plus the deploy surge on the maxima.
-        assert sorted(int(g["Properties"]["MaxSize"]) for g in groups) == [7, 13], name
+        # inf2 3-28 and trn1 2-14 over two cells: 2-14 / 1-14 and 1-7, plus the deploy surge on the maxima.
+        assert sorted(int(g["Properties"]["MaxSize"]) for g in groups) == [9, 18], name
 
 
 def test_the_orchestrator_weighs_each_cell_and_reads_its_parameters(cells_settings, cells):
@@ -86,11 +88,12 @@ def test_the_orchestrator_weighs_each_cell_and_reads_its_parameters(cells_settin
     template = assembly.get_stack_by_name(global_stack_name(cells_settings)).template
     config = deployed_orchestrator_config(template)
     targets = {t.name: t for t in config.regions}
-    assert set(targets) == {*CELLS, "us-west-2", "us-east-2"}
+    assert set(targets) == {*CELLS, "us-west-2/1", "us-west-2/2", "us-east-2"}
     assert [targets[c].initial_weight for c in CELLS] == [25, 25]  # us-east-1's 50, split
+    assert [targets[f"us-west-2/{i}"].initial_weight for i in (1, 2)] == [15, 15]  # us-west-2's 30
     assert {targets[c].client_region for c in CELLS} == {"us-east-1"}
     assert config.cells_by_region["us-east-1"] == CELLS
-    assert targets["us-west-2"].aws_region == "" and targets["us-west-2"].metrics_namespace == ""
+    assert targets["us-east-2"].aws_region == "" and targets["us-east-2"].metrics_namespace == ""
     policy = json.dumps(template)
     assert "parameter/shopping-assistant/us-east-1/cell2/serving-endpoint" in policy
 

@@ -15,38 +15,39 @@ from tests.stacks.conftest import REPO, cell_templates, lowered_together, resour
 
 @pytest.fixture(scope="module")
 def prime_day(tmp_path_factory):
-    """Cell name -> its serving template (us-east-1 runs two cells at Prime Day)."""
+    """Cell name -> its serving template (us-east-1 and us-west-2 run two cells at Prime Day)."""
     settings = load_settings(REPO / "config" / "prime-day.yaml")
     assembly = build_app(settings, outdir=str(tmp_path_factory.mktemp("prime-day")), nag=False).synth()
     return cell_templates(settings, assembly)
 
 
 def test_raised_maxima_keep_their_surge_hosts(prime_day):
-    template = prime_day["us-west-2"]
+    # us-east-2: a region of one cell (us-east-1 and us-west-2 order more than a cell's hosts).
+    template = prime_day["us-east-2"]
     groups = resources(template, "AWS::AutoScaling::AutoScalingGroup").values()
-    assert sorted(int(g["Properties"]["MaxSize"]) for g in groups) == [13, 25]  # 10 + 3, 20 + 5
+    assert sorted(int(g["Properties"]["MaxSize"]) for g in groups) == [18, 35]  # 14 + 4, 28 + 7
     raised = sorted(
         (a["Properties"]["MinSize"], a["Properties"]["MaxSize"])
         for a in resources(template, "AWS::AutoScaling::ScheduledAction").values()
-        if a["Properties"]["MinSize"] > 2
+        if a["Properties"]["MinSize"] > 3  # not the restore to the fleets' own minima (3 and 2)
     )
     # The event's minima and its maxima + 25%, as `make plan` last wrote them into the overlay.
-    event = load_settings(REPO / "config" / "prime-day.yaml").events[0].regions["us-west-2"]
+    event = load_settings(REPO / "config" / "prime-day.yaml").events[0].regions["us-east-2"]
     assert raised == sorted((b.min, math.ceil(b.max * 1.25)) for b in event.values())
 
 
 def test_a_region_of_two_cells_splits_every_bound_between_them(prime_day):
-    """us-east-1's fleets (inf2 2-20, trn1 1-10) and its Prime Day bounds, halved per cell, the first cell
+    """us-east-1's fleets (inf2 3-28, trn1 2-14) and its Prime Day bounds, halved per cell, the first cell
     taking an odd host: each cell's groups and scheduled actions hold its share, surge included."""
     settings = load_settings(REPO / "config" / "prime-day.yaml")
     event = settings.events[0].regions["us-east-1"]
     for index, name in enumerate(("us-east-1/1", "us-east-1/2")):
         groups = resources(prime_day[name], "AWS::AutoScaling::AutoScalingGroup").values()
-        assert sorted(int(g["Properties"]["MaxSize"]) for g in groups) == [7, 13]  # 5 + 2, 10 + 3
+        assert sorted(int(g["Properties"]["MaxSize"]) for g in groups) == [9, 18]  # 7 + 2, 14 + 4
         raised = sorted(
             (a["Properties"]["MinSize"], a["Properties"]["MaxSize"])
             for a in resources(prime_day[name], "AWS::AutoScaling::ScheduledAction").values()
-            if a["Properties"]["MinSize"] > 2
+            if a["Properties"]["MinSize"] > 3  # not the restore to the fleets' own minima (3 and 2)
         )
         halves = [
             ((b.min + 1 - index) // 2, math.ceil(((b.max + 1 - index) // 2) * 1.25)) for b in event.values()

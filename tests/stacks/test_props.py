@@ -62,8 +62,8 @@ def test_fleet_props_carry_the_config(settings, overlay):
     assert (built.instance.name, built.tensor_parallel, built.min_hosts, built.max_hosts) == (
         "trn1.32xlarge",
         8,
-        1,
-        10,
+        2,
+        14,
     )
     assert built.health_check_grace_seconds >= built.cold_start_budget_seconds
     # Boot and ECS registration, far below the cold start: managed scaling's warm-up holds scale-out.
@@ -229,12 +229,12 @@ def test_an_event_raises_the_bounds_ahead_restores_the_minimum_at_its_end_and_th
     assert schedule.event_bounds_at_deploy is None
     assert schedule.changes == (
         ScheduledBounds("prime-day-raise", START - LEAD, 12, 60),
-        ScheduledBounds("prime-day-restore", END, 2, 60),
-        ScheduledBounds("prime-day-scale-in", END + SCALE_IN, 2, 20),
+        ScheduledBounds("prime-day-restore", END, 3, 60),
+        ScheduledBounds("prime-day-scale-in", END + SCALE_IN, 3, 28),
     )
     later = overlay(EVENT.replace("    prewarm_margin_minutes: 30\n", "    scale_in_after_minutes: 45\n"))
     changes = props.fleet_schedule(later, "us-east-1", _inf2(later), now=START - timedelta(days=1)).changes
-    assert changes[-1] == ScheduledBounds("prime-day-scale-in", END + timedelta(minutes=45), 2, 20)
+    assert changes[-1] == ScheduledBounds("prime-day-scale-in", END + timedelta(minutes=45), 3, 28)
 
 
 def test_a_deploy_between_the_end_and_the_scale_in_keeps_the_events_maximum_and_schedules_the_scale_in(
@@ -242,8 +242,8 @@ def test_a_deploy_between_the_end_and_the_scale_in_keeps_the_events_maximum_and_
 ):
     settings = overlay(EVENT)
     fleet_props = props.fleet_props(settings, "us-east-1", _inf2(settings), now=END + SCALE_IN / 2)
-    assert fleet_props.deployed_bounds == (2, 60)
-    assert fleet_props.scheduled_bounds == (ScheduledBounds("prime-day-scale-in", END + SCALE_IN, 2, 20),)
+    assert fleet_props.deployed_bounds == (3, 60)
+    assert fleet_props.scheduled_bounds == (ScheduledBounds("prime-day-scale-in", END + SCALE_IN, 3, 28),)
 
 
 def test_a_deploy_during_the_ramp_keeps_the_event_bounds_and_schedules_only_the_restore(overlay):
@@ -255,7 +255,7 @@ def test_a_deploy_during_the_ramp_keeps_the_event_bounds_and_schedules_only_the_
         "prime-day-scale-in",
     ]
     # The fleet's own bounds stay what the restore returns to (and what its alarms read).
-    assert (fleet_props.min_hosts, fleet_props.max_hosts) == (2, 20)
+    assert (fleet_props.min_hosts, fleet_props.max_hosts) == (3, 28)
 
 
 def test_an_event_whose_maximums_are_down_schedules_nothing(overlay):
@@ -311,7 +311,7 @@ def test_at_every_moment_after_deploy_the_bounds_are_the_event_in_its_window_els
         )
         expected.append((start - LEAD, end, (hosts, hosts + 10)))
         # The fleet's own floor; the larger ceiling (raising a maximum at the end is never a cut).
-        expected.append((end, end + SCALE_IN, (2, max(hosts + 10, 20))))
+        expected.append((end, end + SCALE_IN, (3, max(hosts + 10, 28))))
         cursor = end + SCALE_IN
     settings = Settings.model_validate({**DEFAULT_DATA, "events": events})
     now = origin + timedelta(hours=now_offset)
@@ -330,7 +330,7 @@ def test_at_every_moment_after_deploy_the_bounds_are_the_event_in_its_window_els
         if moment < now:
             continue
         inside = [bounds for ramp, end, bounds in expected if ramp <= moment < end]
-        assert _bounds_at(schedule, moment) == (inside[0] if inside else (2, 20)), moment
+        assert _bounds_at(schedule, moment) == (inside[0] if inside else (3, 28)), moment
 
 
 def test_scaling_target_is_a_share_of_each_fleets_serving_slots(settings):
@@ -344,7 +344,7 @@ def test_hosts_surge_above_the_service_maximum_by_the_configured_share(settings,
     inf2 = settings.regions["us-east-1"].fleets[0]
     built = props.fleet_props(settings, "us-east-1", inf2)
     hosts = built.host_bounds(*built.deployed_bounds)
-    assert (built.max_hosts, hosts.max_hosts, hosts.min_hosts) == (20, 25, 2)
+    assert (built.max_hosts, hosts.max_hosts, hosts.min_hosts) == (28, 35, 3)
     bigger = props.fleet_props(
         overlay("serving:\n  deployment:\n    max_surge_percent: 50\n"), "us-east-1", inf2
     )

@@ -160,7 +160,8 @@ def test_hosts_surge_above_each_services_maximum(settings, templates):
             t["Properties"]["MaxCapacity"]
             for t in resources(template, "AWS::ApplicationAutoScaling::ScalableTarget").values()
         )
-        assert [m - s for m, s in zip(maxima, services, strict=True)] == [3, 5], region  # 25% of 10 and of 20
+        # 25% of 14 and of 28, rounded up
+        assert [m - s for m, s in zip(maxima, services, strict=True)] == [4, 7], region
 
 
 def test_hosts_boot_the_pinned_neuron_ami_release(settings, templates):

@@ -4,7 +4,12 @@ prepared: the loop that serves every stream's tokens is free while a request is 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -39,7 +44,7 @@ def test_preparations_run_in_arrival_order_on_one_worker() -> None:
         worker.stop()
     assert order == [f"q{number}" for number in range(20)]
     assert [prepared for prepared, _ in results] == [f"Q{number}" for number in range(20)]
-    assert all(time.wall_ms >= 0 and time.cpu_ms >= 0 for _, time in results)
+    assert all(timing.wall_ms >= 0 and timing.cpu_ms >= 0 for _, timing in results)
     assert len(threads) == 1 and threading.main_thread().name not in threads
 
 
@@ -206,3 +211,77 @@ def test_a_request_cancelled_while_it_is_prepared_never_reaches_the_engine() -> 
     [(_, response)] = model.outbox.sent
     assert response.error.code == "CANCELLED"
     assert model._admitted == 0 and not model.live
+
+
+def _spin_cpu_ms(cpu_ms: float) -> None:
+    started = time.thread_time()
+    while (time.thread_time() - started) * 1000.0 < cpu_ms:
+        pass
+
+
+def test_a_preparation_that_waits_for_a_core_says_so_apart_from_its_cpu_time() -> None:
+    """Wall time on a busy machine is CPU plus waiting: the kernel's run-queue count tells the wait for a
+    core apart, so a slow p99 can be read as work, a core or the GIL (bench/serving_ttft.py prints it)."""
+    if not Path("/proc/thread-self/schedstat").exists():
+        pytest.skip("this kernel keeps no per-thread scheduler statistics")
+    cpu = min(os.sched_getaffinity(0))
+    # A process that never sleeps, on the one core the worker may use: CFS shares that core between them.
+    hog = subprocess.Popen(
+        [sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"],
+        start_new_session=True,
+    )
+
+    def prepare(text: str) -> str:
+        os.sched_setaffinity(0, {cpu})  # this thread only (Linux: 0 is the calling thread)
+        _spin_cpu_ms(60.0)
+        return text
+
+    worker = PrepareWorker(prepare)
+    try:
+        _, timing = asyncio.run(worker.prepare("busy"))
+    finally:
+        worker.stop()
+        hog.kill()
+        hog.wait()
+    assert timing.cpu_ms >= 60.0
+    assert timing.run_queue_ms is not None and timing.run_queue_ms >= 10.0
+    assert timing.cpu_ms + timing.run_queue_ms <= timing.wall_ms + 0.1  # the split never exceeds the wall
+
+
+def test_a_preparation_that_waits_for_the_gil_shows_it_as_the_other_wait() -> None:
+    if not Path("/proc/thread-self/schedstat").exists():
+        pytest.skip("this kernel keeps no per-thread scheduler statistics")
+    stop = threading.Event()
+
+    def hold_the_gil() -> None:
+        while not stop.is_set():
+            pass  # pure Python: hands the GIL over only at the switch interval
+
+    def prepare(text: str) -> str:
+        _spin_cpu_ms(40.0)
+        return text
+
+    holder = threading.Thread(target=hold_the_gil, daemon=True)
+    worker = PrepareWorker(prepare)
+    holder.start()
+    try:
+        _, timing = asyncio.run(worker.prepare("contended"))
+    finally:
+        stop.set()
+        holder.join(WAIT_S)
+        worker.stop()
+    # Two Python threads on one GIL take turns: the preparation is off the GIL about as long as it holds it.
+    assert timing.other_wait_ms is not None and timing.other_wait_ms >= 10.0
+
+
+def test_without_scheduler_statistics_the_wait_for_a_core_is_unknown_not_zero(monkeypatch) -> None:
+    import serving.prepare_worker as prepare_worker
+
+    monkeypatch.setattr(prepare_worker, "_SCHEDSTAT", Path("/nonexistent/schedstat"))
+    worker = PrepareWorker(str.upper)
+    try:
+        prepared, timing = asyncio.run(worker.prepare("q"))
+    finally:
+        worker.stop()
+    assert prepared == "Q"
+    assert timing.run_queue_ms is None and timing.other_wait_ms is None

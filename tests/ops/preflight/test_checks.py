@@ -37,18 +37,18 @@ US_EAST_1 = {
 
 def test_each_event_needs_the_vcpus_of_every_fleets_max_hosts_deploy_surge_and_warm_pool(peak):
     """us-east-1's inf2 fleet has a warm pool (min_size 2, max_prepared 40): everyday its group reaches
-    20 + 5 surge hosts, and the pool is prepared up to 40 hosts in all (running while it is prepared); in
+    28 + 7 surge hosts, and the pool is prepared up to 40 hosts in all (running while it is prepared); in
     the event 60 + 15 surge hosts and the pool's 2 refilling beside them."""
     by_name = {scenario.name: scenario for scenario in scenarios(peak, "us-east-1")}
     assert set(by_name) == {EVERYDAY, "peak-test"}
-    assert vcpus_needed(peak, "us-east-1", by_name[EVERYDAY]) == {INF: 40 * 192, TRN: (10 + 3) * 128}
+    assert vcpus_needed(peak, "us-east-1", by_name[EVERYDAY]) == {INF: 40 * 192, TRN: (14 + 4) * 128}
     assert vcpus_needed(peak, "us-east-1", by_name["peak-test"]) == {
         INF: (60 + 15 + 2) * 192,
         TRN: (30 + 8) * 128,
     }
     # us-west-2's event raises inf2 only (no pool there); its trn1 fleet keeps its own max.
     west = {s.name: s for s in scenarios(peak, "us-west-2")}
-    assert vcpus_needed(peak, "us-west-2", west["peak-test"]) == {INF: 50 * 192, TRN: 13 * 128}
+    assert vcpus_needed(peak, "us-west-2", west["peak-test"]) == {INF: 50 * 192, TRN: (14 + 4) * 128}
 
 
 def test_a_fleet_without_a_pool_needs_its_max_and_surge_only(peak):
@@ -96,9 +96,9 @@ def test_prime_day_fits_the_default_alb_and_ecs_quotas_in_its_cells():
     findings = scale_findings(prime_day, "us-east-1", AWS_DEFAULT_LIMITS | {ECS_CONTAINER_INSTANCES: 5000.0})
     assert {f.status for f in findings} == {Status.OK}
     alb = next(f for f in findings if f.scope == "prime-day" and f.check == ELB_TARGETS_PER_ALB)
-    # us-east-1 runs Prime Day in two cells; the busier one: (158 + 40 + 79 + 20) hosts at the event's max
+    # us-east-1 runs Prime Day in two cells; the busier one: (217 + 55 + 108 + 27) hosts at the event's max
     # with surge, an HTTP and a gRPC target each, on its own ALB.
-    assert alb.needed == "594"
+    assert alb.needed == "814"
 
 
 def test_an_event_past_the_accounts_alb_targets_is_a_shortfall_and_unreported_limits_use_the_defaults(
@@ -212,8 +212,8 @@ def test_too_few_reserved_hosts_is_a_shortfall_only_where_hosts_launch_only_into
     # offer trn1.32xlarge there (us-west-2b and us-west-2d).
     ids = reservation_ids(peak, "us-west-2")
     west = {
-        ids[0]: block(CapacityReservationId=ids[0], AvailabilityZone="us-west-2b", TotalInstanceCount=4),
-        ids[1]: block(CapacityReservationId=ids[1], AvailabilityZone="us-west-2d", TotalInstanceCount=6),
+        ids[0]: block(CapacityReservationId=ids[0], AvailabilityZone="us-west-2b", TotalInstanceCount=6),
+        ids[1]: block(CapacityReservationId=ids[1], AvailabilityZone="us-west-2d", TotalInstanceCount=8),
     }
     west_count = next(f for f in reservation_findings(peak, "us-west-2", west) if f.check == "reserved hosts")
-    assert (west_count.available, west_count.status) == ("10 hosts", Status.OK)
+    assert (west_count.available, west_count.status) == ("14 hosts", Status.OK)

@@ -18,7 +18,7 @@ from tests.ops.preflight.test_main import MotoWithStubbedQuotas
 from tests.ops.preflight.test_main import aws as aws
 
 PRIME_DAY = str(REPO / "config" / "prime-day.yaml")
-ROOMY = {"L-1945791B": 100_000.0, "L-2C3B7624": 100_000.0}
+ROOMY = {"L-1945791B": 200_000.0, "L-2C3B7624": 200_000.0}  # above what Prime Day's order needs
 
 
 def test_elastic_ips_held_by_others_leave_too_few_for_the_cells(aws, capsys):
@@ -101,12 +101,12 @@ def test_every_cells_start_times_are_checked_not_only_the_first(aws, tmp_path, c
 
 
 def test_each_cells_group_surges_above_its_own_share():
-    """us-east-1's inf2 maximum of 315 over 2 cells: 158 + 40 and 157 + 40 hosts, not 315 + 79."""
+    """us-east-1's inf2 maximum of 434 over 2 cells: 217 + 55 and 217 + 55 hosts, not 434 + 109."""
     settings = load_settings(PRIME_DAY)
     event = next(s for s in scenarios(settings, "us-east-1") if s.name == "prime-day")
     needed = vcpus_needed(settings, "us-east-1", event)
-    inf2 = 192 * ((158 + 40) + (157 + 40))
-    trn1 = 128 * ((79 + 20) + (79 + 20))
+    inf2 = 192 * ((217 + 55) + (217 + 55))
+    trn1 = 128 * ((108 + 27) + (108 + 27))
     assert needed == {"L-1945791B": inf2, "L-2C3B7624": trn1}
 
 

@@ -162,7 +162,7 @@ def test_a_short_quota_exits_one_naming_region_and_quota(aws, capsys):
     assert "3 shortfall(s):" in err
     assert (
         "us-east-1 everyday: On-Demand Inf vCPUs quota L-1945791B is 1,000, the fleets' max hosts with "
-        "deploy surge and warm pools need 4,800" in err
+        "deploy surge and warm pools need 6,720" in err
     )
 
 
@@ -227,7 +227,7 @@ def test_an_unpublished_powertools_layer_is_a_shortfall_in_the_orchestrators_reg
 
 
 def test_an_account_below_the_alb_targets_its_fleets_need_exits_one(aws, capsys):
-    """Everyday, us-east-1 runs up to 25 + 13 hosts with the surge: 76 targets on its ALB."""
+    """Everyday, us-east-1 runs up to 35 + 18 hosts with the surge: 106 targets on its ALB."""
     session = MotoWithStubbedQuotas(
         {"L-1945791B": 10_000.0, "L-2C3B7624": 10_000.0},
         elb_limits={"targets-per-application-load-balancer": "50", "targets-per-target-group": "1000"},
@@ -235,7 +235,7 @@ def test_an_account_below_the_alb_targets_its_fleets_need_exits_one(aws, capsys)
     assert main([DEFAULT_CONFIG], session_factory=lambda: session) == 1
     err = capsys.readouterr().err
     assert (
-        "us-east-1 everyday: 38 hosts (max plus deploy surge) need 76 for "
+        "us-east-1 everyday: 53 hosts (max plus deploy surge) need 106 for "
         "targets-per-application-load-balancer" in err
     )
 
