@@ -38,6 +38,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from serving.line_out import emit
+
 METADATA_ENV = "ECS_CONTAINER_METADATA_URI_V4"
 TARGET_GROUP_ENV_PREFIX = "TARGET_GROUP_ARN_"
 _TARGET_GROUP_ARN = re.compile(
@@ -274,26 +276,22 @@ def report(outcome: Outcome, model_name: str, environ: Mapping[str, str] | None 
     """The outcome as one EMF line on stdout and one readable line on stderr."""
     environ = os.environ if environ is None else environ
     if outcome.skipped is not None:
-        print(f"leave_target_groups: skipped: {outcome.skipped}", file=sys.stderr, flush=True)
+        emit(f"leave_target_groups: skipped: {outcome.skipped}", sys.stderr)
         return
     try:
         from assistant.metrics import emf_line
 
         record = outcome_record(outcome, model_name, environ)
         if record is not None:
-            print(emf_line(record), flush=True)
+            emit(emf_line(record))
     except Exception as error:  # a metric line must not hide the outcome below
-        print(f"leave_target_groups: no EMF line: {error}", file=sys.stderr, flush=True)
+        emit(f"leave_target_groups: no EMF line: {error}", sys.stderr)
     if outcome.ok:
         text = f"left target groups {outcome.deregistered} as {outcome.ip}"
     else:
         text = f"could not leave every target group (left {outcome.deregistered}; errors {outcome.failed})"
     took = f"in {outcome.seconds:.2f} s, {outcome.attempts} calls"
-    print(
-        f"leave_target_groups: {text} {took} ({outcome.reason})",
-        file=sys.stderr,
-        flush=True,
-    )
+    emit(f"leave_target_groups: {text} {took} ({outcome.reason})", sys.stderr)
 
 
 def start_leaving(reason: str, model_name: str, environ: Mapping[str, str] | None = None) -> threading.Thread:
@@ -304,7 +302,7 @@ def start_leaving(reason: str, model_name: str, environ: Mapping[str, str] | Non
         try:
             report(leave_target_groups(reason, environ), model_name, environ)
         except Exception as error:  # never raised by design; a thread's traceback would be the only trace
-            print(f"leave_target_groups: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+            emit(f"leave_target_groups: {type(error).__name__}: {error}", sys.stderr)
 
     thread = threading.Thread(target=run, name="leave-target-groups", daemon=True)
     thread.start()

@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from serving.line_out import emit
+
 POLL_S = 0.5
 # A stub normally exits before Triton does (Triton waits for its models to unload); one still running this
 # long after Triton is gone has nobody left to tell it to stop.
@@ -135,12 +137,11 @@ def stop_server_for_dead_stub(stub_pid: int, server_pid: int, model_name: str) -
 
 
 def _stop_server(stub_pid: int, server_pid: int, model_name: str, emf_line) -> None:
-    print(emf_line(stub_death_record(model_name, stub_pid)), flush=True)
-    print(
+    emit(emf_line(stub_death_record(model_name, stub_pid)))
+    emit(
         f"orphan_guard: model process {stub_pid} ({model_name}) died without a clean shutdown; "
         f"stopping Triton (pid {server_pid}) so the host is replaced",
-        file=sys.stderr,
-        flush=True,
+        sys.stderr,
     )
     server = _stat(server_pid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -153,10 +154,9 @@ def _stop_server(stub_pid: int, server_pid: int, model_name: str, emf_line) -> N
         if server is None or _stat(server_pid) != server:
             return
         time.sleep(POLL_S)
-    print(
+    emit(
         f"orphan_guard: Triton (pid {server_pid}) did not exit after its exit timeout; killing it",
-        file=sys.stderr,
-        flush=True,
+        sys.stderr,
     )
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(server_pid, signal.SIGKILL)
@@ -190,10 +190,9 @@ def guard(stub_pid: int, model_name: str = "model") -> list[int]:
         if server_gone:
             orphaned_at = orphaned_at if orphaned_at is not None else time.monotonic()
             if time.monotonic() - orphaned_at >= ORPHAN_GRACE_S:
-                print(
+                emit(
                     f"orphan_guard: model process {stub_pid} outlived Triton (pid {server_pid}); killing it",
-                    file=sys.stderr,
-                    flush=True,
+                    sys.stderr,
                 )
                 kill_recorded({stub_pid: stub[1]})
                 return kill_recorded(recorded)
@@ -207,14 +206,14 @@ def guard(stub_pid: int, model_name: str = "model") -> list[int]:
 
 def main(argv: list[str]) -> int:
     if len(argv) not in (1, 2) or not argv[0].isdigit():
-        print("usage: python -m serving.orphan_guard <pid> [<model name>]", file=sys.stderr)
+        emit("usage: python -m serving.orphan_guard <pid> [<model name>]", sys.stderr)
         return 2
     # A terminal's Ctrl-C or the group's SIGTERM is meant for the server; the guard outlives it by design.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     killed = guard(int(argv[0]), *argv[1:])
     if killed:
-        print(f"orphan_guard: killed engine processes {killed} left by pid {argv[0]}", file=sys.stderr)
+        emit(f"orphan_guard: killed engine processes {killed} left by pid {argv[0]}", sys.stderr)
     return 0
 
 
