@@ -77,6 +77,13 @@ class Cell:
         return self.tokens / self.busy_s if self.busy_s else 0.0
 
 
+def percentile(values, q: float):
+    """The value at fraction q of the sorted values (index int(q * n), the last one at most), as every
+    figure of the model's metric lines is quoted here."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
 def run_round(
     clients: list[StreamingClient],
     pool,
@@ -292,33 +299,26 @@ def main(argv: list[str] | None = None) -> int:
                 f"{statistics.median(cell.stream_tokens_per_s):>12.1f} {cell.throughput:>11.1f}"
             )
     if prepare_ms:
-        p50 = prepare_ms[len(prepare_ms) // 2]
-        p99 = prepare_ms[min(len(prepare_ms) - 1, int(0.99 * len(prepare_ms)))]
+        p50, p99 = percentile(prepare_ms, 0.5), percentile(prepare_ms, 0.99)
         print(
             f"\nassistant plan + retrieve + prompt, timed inside the model: "
             f"p50 {p50:.2f} ms, p99 {p99:.2f} ms ({len(prepare_ms)} requests, {index.product_count} products)"
         )
     if prepare_cpu_ms:
-        p50 = prepare_cpu_ms[len(prepare_cpu_ms) // 2]
-        p99 = prepare_cpu_ms[min(len(prepare_cpu_ms) - 1, int(0.99 * len(prepare_cpu_ms)))]
+        p50, p99 = percentile(prepare_cpu_ms, 0.5), percentile(prepare_cpu_ms, 0.99)
         print(
             f"  the worker's CPU time for it: p50 {p50:.2f} ms, p99 {p99:.2f} ms "
             "(the wall time above also holds waits for a core or the GIL)"
         )
     if prepare_splits:
-
-        def split_p(values: list[float], q: float) -> float:
-            ordered = sorted(values)
-            return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
         run_queue = [queued for _, _, queued in prepare_splits]
         other = [max(0.0, wall - cpu - queued) for wall, cpu, queued in prepare_splits]
         print(
-            f"  waiting for a core: p50 {split_p(run_queue, 0.5):.2f} ms, "
-            f"p99 {split_p(run_queue, 0.99):.2f} ms; other waits (mostly the GIL): "
-            f"p50 {split_p(other, 0.5):.2f} ms, p99 {split_p(other, 0.99):.2f} ms"
+            f"  waiting for a core: p50 {percentile(run_queue, 0.5):.2f} ms, "
+            f"p99 {percentile(run_queue, 0.99):.2f} ms; other waits (mostly the GIL): "
+            f"p50 {percentile(other, 0.5):.2f} ms, p99 {percentile(other, 0.99):.2f} ms"
         )
-        wall, cpu, queued = prepare_splits[min(len(prepare_splits) - 1, int(0.99 * len(prepare_splits)))]
+        wall, cpu, queued = percentile(prepare_splits, 0.99)
         print(
             f"  the p99 preparation: {wall:.2f} ms wall = {cpu:.2f} CPU + {queued:.2f} waiting for a core "
             f"+ {max(0.0, wall - cpu - queued):.2f} other"
