@@ -143,6 +143,13 @@ class Settings(StrictModel):
                 f"min_decode_tokens_per_second) exceeds the ALB's {DEREGISTRATION_DELAY_MAX} s "
                 "deregistration delay limit"
             )
+        budget, objective = self.queue_wait_budget_ms, self.observability.ttft_p99_threshold_ms
+        if budget >= objective:
+            raise ValueError(
+                f"serving.queue_wait_budget_ms ({budget}) is not below "
+                f"observability.ttft_p99_threshold_ms ({objective}): a request could wait past the "
+                "first-token objective and still be served"
+            )
         home = self.routing.orchestrator_region
         if home is not None and home not in self.regions:
             raise ValueError(
@@ -181,6 +188,13 @@ class Settings(StrictModel):
         if problems:
             raise problems_at(problems, type(self).__name__)
         return self
+
+    @property
+    def queue_wait_budget_ms(self) -> int:
+        """The queue-wait budget the containers get (serving.queue_wait_budget_ms, or 80% of the first-token
+        objective): the stacks set it and the game day's twin simulates it, from this one place."""
+        budget = self.serving.queue_wait_budget_ms
+        return budget if budget is not None else math.floor(0.8 * self.observability.ttft_p99_threshold_ms)
 
     @property
     def longest_stream_seconds(self) -> int:

@@ -47,6 +47,13 @@ class ServingConfig(StrictModel):
     # excess and serves what it admits within it (docs/routing.md, "Overload is not a fault"; measured by
     # the planner's simulator, tests/gameday/test_serving.py). 0 refuses whatever finds no free slot.
     max_queued_per_replica: Annotated[int, Field(ge=0, le=4096)] | None = 1
+    # Milliseconds from its arrival by which a request that waits for a batch slot must have its first
+    # token; past it the replica aborts and sheds it (UNAVAILABLE, counted as Shed), so what an overloaded
+    # replica serves stays within the first-token objective however long its streams hold their slots (at
+    # Neuron's 33 ms decode steps one queued request waits about a second). null: 80% of
+    # observability.ttft_p99_threshold_ms, the rest left for what the container does not see (the client's
+    # network, TLS, the ALB). Settings.queue_wait_budget_ms holds the value deployed.
+    queue_wait_budget_ms: Annotated[int, Field(ge=50, le=600_000)] | None = None
     # Triton's gRPC port in the container (the ALB's gRPC target group).
     grpc_port: Annotated[int, Field(ge=1024, le=65535)] = 8001
     # Triton's HTTP port in the container (the ALB's HTTP target group and health check).

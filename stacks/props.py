@@ -204,9 +204,11 @@ def sampling_environment(settings: Settings) -> tuple[tuple[str, str], ...]:
 
 def queue_environment(settings: Settings) -> tuple[tuple[str, str], ...]:
     """The replica's waiting-request bound, only when config sets one: unset, the container's own default
-    (one more batch of max_num_seqs) holds, and the task definition stays as it was."""
+    (one more batch of max_num_seqs) holds; and the queue-wait budget (Settings.queue_wait_budget_ms)."""
     bound = settings.serving.max_queued_per_replica
-    return () if bound is None else (("MAX_QUEUED_PER_REPLICA", str(bound)),)
+    queue = () if bound is None else (("MAX_QUEUED_PER_REPLICA", str(bound)),)
+    # Always set: the container's own default is no budget (container/serving/streaming_model.py).
+    return (*queue, ("QUEUE_WAIT_BUDGET_MS", str(settings.queue_wait_budget_ms)))
 
 
 def fleet_environment(fleet: FleetConfig) -> tuple[tuple[str, str], ...]:

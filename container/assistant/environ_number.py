@@ -20,3 +20,14 @@ def number_from_environ(
         return float(raw), raw
     except ValueError:
         raise ValueError(f"{name}: must be a number of {unit}, got {raw!r}") from None
+
+
+def whole_number_from_environ(environ: Mapping[str, str], name: str, default: int, unit: str) -> int:
+    """A count of `unit` (0 or more): blank gives the default; ValueError naming `name` and `unit` when the
+    text is not digits alone."""
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit():
+        raise ValueError(f"{name}: must be a whole number of {unit}, got {raw!r}")
+    return int(raw)

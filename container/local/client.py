@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import queue
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -147,9 +148,13 @@ class StreamingClient:
         on_chunk: Callable[[str], None] | None = None,
         cancel_after_chunks: int | None = None,
         cancel_after_s: float | None = None,
+        cancel_when: threading.Event | None = None,
         timeout_s: float = 120.0,
         extra_inputs: dict[str, Any] | None = None,
     ) -> StreamResult:
+        """One request on this stream. `cancel_after_s` cancels it at a moment after sending; `cancel_when`
+        cancels it when another thread sets the event (a request held open until a test is done with it,
+        however long the machine takes to bring the others up)."""
         result = StreamResult()
         started = time.perf_counter()
         self.client.async_stream_infer(
@@ -159,7 +164,14 @@ class StreamingClient:
             enable_empty_final_response=True,
         )
         while True:
-            if cancel_after_s is not None:
+            if cancel_when is not None:
+                response, error = self._next_unless(cancel_when, started + timeout_s)
+                if response is None and error is None:
+                    self.client.stop_stream(cancel_requests=True)
+                    if not cancel_when.is_set():
+                        result.error = f"no response within {timeout_s:g} s"
+                    break
+            elif cancel_after_s is not None:
                 # Cancel at a moment, whatever has arrived by then (a queued or non-streaming request).
                 try:
                     response, error = self._responses.get(
@@ -203,6 +215,15 @@ class StreamingClient:
                 break
         result.total_s = time.perf_counter() - started
         return result
+
+    def _next_unless(self, cancel: threading.Event, deadline: float) -> tuple[Any, Any]:
+        """The next response, or (None, None) once `cancel` is set or the deadline has passed."""
+        while not cancel.is_set() and time.perf_counter() < deadline:
+            try:
+                return self._responses.get(timeout=0.05)
+            except queue.Empty:
+                continue
+        return None, None
 
     def close(self) -> None:
         self.client.stop_stream()

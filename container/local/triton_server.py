@@ -272,8 +272,14 @@ class TritonServer:
                 )
             try:
                 with urllib.request.urlopen(ready_url, timeout=2) as response:
-                    if response.status == 200:
-                        return
+                    ready = response.status == 200
+                # Ready is not up: Triton starts its metrics service after the HTTP one, and logs "Started
+                # Metrics Service" before the bind fails ("failed to start Metrics service: ... already in
+                # use") and it exits. Only a metrics port that answers is its own.
+                if ready:
+                    with urllib.request.urlopen(self.metrics_url, timeout=2) as response:
+                        if response.status == 200:
+                            return
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             time.sleep(1.0)

@@ -33,7 +33,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from assistant.environ_number import whole_number_from_environ
 from entrypoint.s3_fetch import CurrentBuild, FetchError, S3Location, current_build, local_path
+from serving.line_out import emit
 
 FOLLOW_SECONDS_ENV = "CATALOG_FOLLOW_SECONDS"
 FOLLOW_DIR_ENV = "CATALOG_FOLLOW_DIR"
@@ -63,12 +65,7 @@ def build_name(build: CurrentBuild) -> str:
 
 
 def follow_seconds(environ: Mapping[str, str]) -> int:
-    raw = environ.get(FOLLOW_SECONDS_ENV, "").strip()
-    if not raw:
-        return 0
-    if not raw.isdigit():
-        raise ValueError(f"{FOLLOW_SECONDS_ENV}: must be a whole number of seconds (0: off), got {raw!r}")
-    return int(raw)
+    return whole_number_from_environ(environ, FOLLOW_SECONDS_ENV, 0, "seconds (0: off)")
 
 
 def s3_client():
@@ -213,7 +210,7 @@ class CatalogFollower:
             try:
                 self._report(outcome)
             except Exception as err:  # a metric line that cannot be written must not end the follow
-                print(f"catalog follow: could not report: {type(err).__name__}: {err}", flush=True)
+                emit(f"catalog follow: could not report: {type(err).__name__}: {err}")
             self._stop.wait(self.interval_s)
 
     def poll_once(self) -> FollowReport:
@@ -238,13 +235,13 @@ class CatalogFollower:
             self.serving_sha = build.manifest_sha256
             self.version, self.build = index_version(name), name
             prune(self.builds_dir)
-            print(f"catalog follow: now serving {name} ({index.describe()})", flush=True)
+            emit(f"catalog follow: now serving {name} ({index.describe()})")
             return FollowReport(self.version, name, True, None)
         except (FetchError, CatalogIndexError, BotoCoreError, ClientError, OSError) as err:
             self.failures += 1
             message = f"{type(err).__name__}: {err}"
             serving = self.build or "the index loaded at start"
-            print(f"catalog follow: keeping {serving}: {message}", flush=True)
+            emit(f"catalog follow: keeping {serving}: {message}")
             return FollowReport(self.version, self.build, False, message)
 
 

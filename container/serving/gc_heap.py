@@ -32,6 +32,9 @@ def freeze_startup_heap() -> int:
     in their command loop, and Triton waited in its stub launcher for 15 minutes (bench-serving; gdb on both
     processes). Why was not found in the time there was; a collection runs the finalizers of whatever start-up
     left in cycles, inside the stub's initialize. Freezing without collecting keeps that garbage (start-up's,
-    once) and runs no finalizer."""
+    once) and runs no finalizer. Even so, frozen at the end of initialize() a server of two models (the
+    assistant and the pass-through) never saw the second's load finish, in every such server of a CI run and
+    again here; the same server loads at once without the freeze. So the model freezes at its first request
+    (StreamingModel.execute), with the load long finished."""
     gc.freeze()
     return gc.get_freeze_count()

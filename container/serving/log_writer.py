@@ -12,6 +12,7 @@ from __future__ import annotations
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import TextIO
 
@@ -70,9 +71,11 @@ class LineWriter:
                     self._unreported += 1
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """Write what is queued (within timeout_s), then end the thread."""
+        """Write what is queued, then end the thread: within timeout_s in all (the finalize's budget counts on
+        it), whatever is left unwritten then goes with the daemon thread."""
+        deadline = time.monotonic() + timeout_s
         try:
             self._queue.put(_STOP, timeout=timeout_s)
         except queue.Full:
             return
-        self._thread.join(timeout=timeout_s)
+        self._thread.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from assistant.prepare import PreparedRequest, prepare_request
+from serving.line_out import emit
 from serving.stock_compat import ADDITIONAL_OUTPUTS
 from serving.streaming_model import INPUTS, ServingRequest, StreamingModel, read_inputs
 
@@ -70,7 +71,7 @@ class AssistantModel(StreamingModel):
             swap=self._swap_index,
             report=self._follow_line,
         ).start()
-        print(f"{self.model_name}: following {location}/current.json every {interval} s", flush=True)
+        emit(f"{self.model_name}: following {location}/current.json every {interval} s")
 
     def _swap_index(self, index) -> None:
         """The new build serves the next request: one attribute, read once per request in prepare()."""
@@ -117,10 +118,9 @@ class AssistantModel(StreamingModel):
         self.sampling_defaults = _sampling_defaults(settings["model"], self.sampling_platform)
         from assistant.sampling_defaults import describe
 
-        print(
+        emit(
             f"{self.model_name}: {self.index.describe()}; prompt format: {self.chat.describe()}; "
             f"sampling keys of platform {self.sampling_platform.name}; {describe(self.sampling_defaults)}",
-            flush=True,
         )
 
     def parse(self, request) -> ServingRequest:
@@ -210,7 +210,7 @@ def _sampling_defaults(model_dir: str, platform) -> dict[str, Any]:
         if refusal is None:
             kept[key] = value
         else:
-            print(f"sampling default {key}={value} left out: {refusal[1]}", flush=True)
+            emit(f"sampling default {key}={value} left out: {refusal[1]}")
     return kept
 
 

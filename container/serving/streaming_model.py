@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -39,9 +40,17 @@ from typing import Any
 
 import numpy as np
 
-from assistant.environ_number import number_from_environ
+from assistant.environ_number import number_from_environ, whole_number_from_environ
 from assistant.prepare import PreparedRequest
+from serving.admission import (
+    Admission,
+    admission,
+    first_output_deadline,
+    queue_wait_budget_ms,
+    queue_wait_shed_message,
+)
 from serving.engine_settings import engine_settings
+from serving.line_out import emit
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +66,25 @@ DRAIN_TIMEOUT_ENV = "FINALIZE_DRAIN_SECONDS"
 # Measured on the CPU engine after a burst of cancelled streams, the worker exited on neither, and vLLM's
 # shutdown waited out whatever timeout it had; past the grace and a little, the model kills what is left.
 ENGINE_SHUTDOWN_TIMEOUT_S = 8.0
+# How long a dead engine's server waits for its requests' errors to go out before it stops.
+ERRORS_DELIVERY_S = 2.0
 # What Triton still does after finalize returns within its exit timeout: the stub's exit and the unload. The
 # finalize is budgeted to end this long before the timeout, so the stop stays graceful.
 FINALIZE_RESERVE_S = 5.0
 ENGINE_SHUTDOWN_MIN_S = 3.0  # the engine's own shutdown gets at least this, even after a long drain
+STOP_MIN_S = 0.5  # each thread's stop in the finalize gets at least this, even with the budget spent
+
+
+def stop_in_turn(
+    deadline: float,
+    stoppers: Sequence[Callable[[float], object]],
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Call each stopper with a timeout: an equal share of what is left before `deadline` among those still
+    to run (at least STOP_MIN_S), so one that ends early leaves its time to the next and one that takes its
+    whole share cannot take the others'."""
+    for index, stop in enumerate(stoppers):
+        stop(max(STOP_MIN_S, (deadline - clock()) / (len(stoppers) - index)))
 
 
 @dataclass(frozen=True)
@@ -111,12 +135,7 @@ def _python() -> str:
 
 
 def _count(environ, name: str, default: int) -> int:
-    raw = environ.get(name, "").strip()
-    if not raw:
-        return default
-    if not raw.isdigit():
-        raise ValueError(f"{name}: must be a whole number of requests (0 or more), got {raw!r}")
-    return int(raw)
+    return whole_number_from_environ(environ, name, default, "requests (0 or more)")
 
 
 def _seconds(environ, name: str, default: float) -> float:
@@ -175,10 +194,7 @@ class StreamingModel:
         )
         # Each replica is its own stub process: this variable reaches only this replica's engine.
         os.environ["NEURON_RT_VISIBLE_CORES"] = self.replica.visible_cores
-        print(
-            f"{self.replica.describe(self.model_name)}; GIL switch interval {self.switch_interval_ms:g} ms",
-            flush=True,
-        )
+        emit(f"{self.replica.describe(self.model_name)}; GIL switch interval {self.switch_interval_ms:g} ms")
         self.load_steps(settings)  # fail fast (e.g. a missing index) before the minutes-long engine start
 
         self.live: dict[str, Any] = {}  # request id -> LiveRequest; touched on the engine loop only
@@ -186,6 +202,7 @@ class StreamingModel:
         self._last_output = 0.0  # when any request last got an output from the engine
         self._watch = None
         self._leaving: threading.Thread | None = None  # the target groups being left (engine death)
+        self._dying: threading.Thread | None = None  # stops the server once a dead engine's errors are out
         self.healthy = True
         self.draining = False
         self.outbox = Outbox()
@@ -197,6 +214,8 @@ class StreamingModel:
         self.engine_stats = EngineStats()
         self.serving_slots = int(settings["max_num_seqs"])
         self.max_queued = _count(os.environ, MAX_QUEUED_ENV, DEFAULT_QUEUE_MULTIPLE * self.serving_slots)
+        # How long a request admitted into the queue may wait for its first output (serving/admission.py).
+        self.queue_wait_budget_ms = queue_wait_budget_ms(os.environ)
         # Requests accepted and not finished: execute() (Triton's thread) admits, the engine loop releases.
         self._admitted = 0
         self._admission = threading.Lock()
@@ -219,15 +238,9 @@ class StreamingModel:
         from serving.engine_watch import EngineWatch
 
         self._watch = EngineWatch(self._observe_engine, self._engine_died, stall_s=self.stall_s).start()
-        from serving.gc_heap import freeze_startup_heap
-
-        # Last, with the engine up: the start-up heap never becomes garbage, and a full collection walking it
-        # holds the GIL from every stream for a long time (serving/gc_heap.py).
-        frozen = freeze_startup_heap()
-        print(
-            f"{self.model_name}: start-up heap frozen for the garbage collector ({frozen:,} objects)",
-            flush=True,
-        )
+        # The start-up heap is frozen at the first request, not here: frozen inside initialize(), a server
+        # of two models never saw the second's load finish (serving/gc_heap.py).
+        self._heap_frozen = False
 
     # ---- hooks for subclasses ----
     def load_steps(self, settings: dict[str, Any]) -> None:
@@ -244,6 +257,8 @@ class StreamingModel:
         from assistant.request import RequestError
         from serving.outbox import LiveRequest
 
+        if not getattr(self, "_heap_frozen", True):
+            self._freeze_startup_heap()
         for request in requests:
             arrival = time.perf_counter()
             sender = request.get_response_sender()
@@ -264,18 +279,20 @@ class StreamingModel:
                 )
                 self.outbox.put(lambda: self._record(None, "rejected", None, 0, None, None))
                 continue
-            if not self._admit():
+            admitted = self._admit()
+            if admitted is Admission.REFUSED:
                 self._send_error_now(
                     sender,
                     f"{self.model_name} is overloaded: {self.max_queued} requests already wait for its "
                     f"{self.serving_slots} batch slots; retry (another host may have room)",
                     "UNAVAILABLE",
                 )
-                properties = {"Stream": bool(parsed.stream)}
+                properties = {"Stream": bool(parsed.stream), "ShedCause": "queue-full"}
                 self.outbox.put(functools.partial(self._record, None, "shed", None, 0, None, properties, 0.0))
                 continue
             live = LiveRequest(uuid.uuid4().hex, sender, arrival, parsed.stream)
-            self.engine.submit(self._serve(live, parsed))
+            deadline = first_output_deadline(arrival, admitted, self.queue_wait_budget_ms)
+            self.engine.submit(self._serve(live, parsed, deadline))
         return None
 
     def finalize(self) -> None:
@@ -296,10 +313,7 @@ class StreamingModel:
                 if not self.engine.run(self._live_count(), timeout_s=max(0.1, deadline - time.monotonic())):
                     break
             except concurrent.futures.TimeoutError:
-                print(
-                    f"{self.model_name}: the engine loop did not answer within the drain; stopping it",
-                    flush=True,
-                )
+                emit(f"{self.model_name}: the engine loop did not answer within the drain; stopping it")
                 break
             time.sleep(0.2)
         drained = time.monotonic()
@@ -309,30 +323,45 @@ class StreamingModel:
         self.prepare_worker.stop()
         self._kill_leftover_processes()
         self.gauge_board.leave()
-        self.outbox.stop()
-        self.log_writer.stop()
-        if self._leaving is not None:
-            # The call to leave the target groups ends within its own deadline; this process must not end
-            # before it, nor wait past the finalize's budget for it.
-            self._leaving.join(timeout=max(0.0, started + budget.total_s - time.monotonic()))
+        # The outbox sends what the drain and the engine's stop left queued (their last responses), the log
+        # writer their EMF lines; the call to leave the target groups ends within its own deadline. Each
+        # within its share of what the budget has left, so the finalize ends before Triton's exit timeout
+        # (past it Triton kills the stub, and the stop is no longer graceful).
+        leaving = self._leaving
+        stop_in_turn(
+            started + budget.total_s,
+            [
+                lambda timeout_s: self.outbox.stop(timeout_s=timeout_s),
+                lambda timeout_s: self.log_writer.stop(timeout_s=timeout_s),
+                lambda timeout_s: leaving.join(timeout=timeout_s) if leaving is not None else None,
+            ],
+        )
         self._stop_guard()
-        print(
+        emit(
             f"{self.model_name}: finalize took {time.monotonic() - started:.1f} s of {budget.total_s:.0f} s "
             f"(drain {drained - started:.1f} s, engine {engine_stopped - drained:.1f} s)",
-            flush=True,
         )
         # Release the metric families while Triton's shared memory still exists: left to interpreter exit,
         # their destructors write to unmapped memory and the stub segfaults.
         self.metrics = None
         gc.collect()
 
-    def _admit(self) -> bool:
-        """One more request, unless the replica already holds its slots and a full queue."""
+    def _freeze_startup_heap(self) -> None:
+        """Once, at the first request, the load long finished: the start-up heap never becomes garbage, and
+        a full collection walking it holds the GIL from every stream for a long time (serving/gc_heap.py)."""
+        from serving.gc_heap import freeze_startup_heap
+
+        self._heap_frozen = True
+        frozen = freeze_startup_heap()
+        emit(f"{self.model_name}: start-up heap frozen for the garbage collector ({frozen:,} objects)")
+
+    def _admit(self) -> Admission:
+        """One more request into a slot or the queue, unless the replica already holds both full."""
         with self._admission:
-            if self._admitted >= self.serving_slots + self.max_queued:
-                return False
-            self._admitted += 1
-            return True
+            admitted = admission(self._admitted, self.serving_slots, self.max_queued)
+            if admitted is not Admission.REFUSED:
+                self._admitted += 1
+            return admitted
 
     def _release(self) -> None:
         with self._admission:
@@ -342,7 +371,9 @@ class StreamingModel:
     async def _live_count(self) -> int:
         return len(self.live)
 
-    async def _serve(self, live, parsed: ServingRequest) -> None:
+    async def _serve(self, live, parsed: ServingRequest, deadline: float | None = None) -> None:
+        """Prepare and stream one request; `deadline` (perf_counter seconds): a queued request's first
+        output must come by then, or it is aborted in the engine and shed (serving/admission.py)."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
@@ -358,60 +389,67 @@ class StreamingModel:
         self._publish_counts()
         outcome, ttft_ms, prepared, prepare_time = "failed", None, None, None
         input_tokens, output_tokens = None, 0
+        first_output_due, shed_cause = None, None
         try:
-            # Off the loop, which serves every stream's tokens (serving/prepare_worker.py): one worker, in
-            # arrival order; a cancel while it waits or runs raises CancelledError here.
-            prepared, prepare_time = await self.prepare_worker.prepare(parsed.text)
-            if live.cancelled:  # gone while we planned and retrieved: never reaches the engine
-                raise asyncio.CancelledError
-            kind = RequestOutputKind.DELTA if parsed.stream else RequestOutputKind.CUMULATIVE
-            sampling = dict(parsed.sampling)
-            # The chat turn's end tokens stop the answer, unless the client asked to ignore the end of
-            # sequence (benchmarks and tests that need a fixed length).
-            if prepared.stop_token_ids and not sampling.get("ignore_eos"):
-                sampling["stop_token_ids"] = sorted(
-                    set(sampling.get("stop_token_ids") or []) | set(prepared.stop_token_ids)
-                )
-            params = SamplingParams(**sampling, output_kind=kind)
-            products_json = json.dumps(prepared.products) if self.has_products else None
-            last = None
-            choices: dict[int, Any] = {}
-            # aclosing: however the loop ends (cancel, error), closing the generator aborts the engine
-            # request, so its batch slot is freed at once rather than when the generator is collected.
-            outputs = self.engine.engine.generate({"prompt": prepared.prompt}, params, live.request_id)
-            async with contextlib.aclosing(outputs):
-                async for output in outputs:
-                    self._last_output = time.monotonic()  # a sign of life even where no stat logger runs
-                    if input_tokens is None and output.prompt_token_ids is not None:
-                        input_tokens = len(output.prompt_token_ids)
-                    if not live.first_token:
-                        live.first_token = True
-                        self._publish_counts()
-                        if parsed.stream:  # a non-streaming client's first byte is its last
-                            ttft_ms = (time.perf_counter() - live.arrival) * 1000.0
-                    if parsed.stream:
-                        output_tokens += sum(len(choice.token_ids) for choice in output.outputs)
-                        response = self._response(output, parsed, products_json)
-                        products_json = None
-                        self.outbox.send(
-                            live, response, self._final_flag(output.finished), final=output.finished
-                        )
-                    else:
-                        # With n > 1, vLLM reports each choice in outputs of its own: keep the latest of each.
-                        for choice in output.outputs:
-                            choices[choice.index] = choice
-                    last = output
-            if not parsed.stream and last is not None:
-                final = SimpleNamespace(
-                    outputs=[choices[index] for index in sorted(choices)],
-                    prompt_token_ids=last.prompt_token_ids,
-                )
-                output_tokens = sum(len(choice.token_ids) for choice in final.outputs)
-                response = self._response(final, parsed, products_json)
-                self.outbox.send(live, response, self._final_flag(True), final=True)
-            if not live.final_queued:  # the engine produced nothing at all; still close the stream
-                self.outbox.send(live, None, self._final_flag(True), final=True)
-            outcome = "completed"
+            # Only until the first output: the timeout cancels this task, which closes the engine's generator
+            # and so aborts its request (vLLM's AsyncLLM.generate aborts on CancelledError/GeneratorExit).
+            async with asyncio.timeout(
+                None if deadline is None else deadline - time.perf_counter()
+            ) as first_output_due:
+                # Off the loop, which serves every stream's tokens (serving/prepare_worker.py): one worker, in
+                # arrival order; a cancel while it waits or runs raises CancelledError here.
+                prepared, prepare_time = await self.prepare_worker.prepare(parsed.text)
+                if live.cancelled:  # gone while we planned and retrieved: never reaches the engine
+                    raise asyncio.CancelledError
+                kind = RequestOutputKind.DELTA if parsed.stream else RequestOutputKind.CUMULATIVE
+                sampling = dict(parsed.sampling)
+                # The chat turn's end tokens stop the answer, unless the client asked to ignore the end of
+                # sequence (benchmarks and tests that need a fixed length).
+                if prepared.stop_token_ids and not sampling.get("ignore_eos"):
+                    sampling["stop_token_ids"] = sorted(
+                        set(sampling.get("stop_token_ids") or []) | set(prepared.stop_token_ids)
+                    )
+                params = SamplingParams(**sampling, output_kind=kind)
+                products_json = json.dumps(prepared.products) if self.has_products else None
+                last = None
+                choices: dict[int, Any] = {}
+                # aclosing: however the loop ends (cancel, error), closing the generator aborts the engine
+                # request, so its batch slot is freed at once rather than when the generator is collected.
+                outputs = self.engine.engine.generate({"prompt": prepared.prompt}, params, live.request_id)
+                async with contextlib.aclosing(outputs):
+                    async for output in outputs:
+                        self._last_output = time.monotonic()  # a sign of life even where no stat logger runs
+                        if input_tokens is None and output.prompt_token_ids is not None:
+                            input_tokens = len(output.prompt_token_ids)
+                        if not live.first_token:
+                            live.first_token = True
+                            first_output_due.reschedule(None)  # from here on, the stream runs its course
+                            self._publish_counts()
+                            if parsed.stream:  # a non-streaming client's first byte is its last
+                                ttft_ms = (time.perf_counter() - live.arrival) * 1000.0
+                        if parsed.stream:
+                            output_tokens += sum(len(choice.token_ids) for choice in output.outputs)
+                            response = self._response(output, parsed, products_json)
+                            products_json = None
+                            self.outbox.send(
+                                live, response, self._final_flag(output.finished), final=output.finished
+                            )
+                        else:
+                            # With n > 1, vLLM reports each choice in outputs of its own: keep the latest.
+                            for choice in output.outputs:
+                                choices[choice.index] = choice
+                        last = output
+                if not parsed.stream and last is not None:
+                    final = SimpleNamespace(
+                        outputs=[choices[index] for index in sorted(choices)],
+                        prompt_token_ids=last.prompt_token_ids,
+                    )
+                    output_tokens = sum(len(choice.token_ids) for choice in final.outputs)
+                    response = self._response(final, parsed, products_json)
+                    self.outbox.send(live, response, self._final_flag(True), final=True)
+                if not live.final_queued:  # the engine produced nothing at all; still close the stream
+                    self.outbox.send(live, None, self._final_flag(True), final=True)
+                outcome = "completed"
         except asyncio.CancelledError:
             if live.cancelled:
                 # As the stock backend: a cancelled request ends with a CANCELLED error, not an empty final.
@@ -425,15 +463,17 @@ class StreamingModel:
         except RequestError as err:  # the request's prompt does not fit the engine: the client's mistake
             outcome = "rejected"
             self._queue_error(live, str(err), "INVALID_ARG")
-        except Exception as err:  # one request's failure must not take the model down, but a dead engine does
-            if self._engine_dead(err):
-                self._engine_died(err)
+        except TimeoutError as err:
+            if first_output_due is not None and first_output_due.expired():
+                # Queued past its budget: overload, not a failure, so shed as a full queue is (UNAVAILABLE).
+                outcome, shed_cause = "shed", "queue-wait"
                 self._queue_error(
-                    live, f"{self.model_name} is unavailable: the engine died ({err})", "UNAVAILABLE"
+                    live, queue_wait_shed_message(self.model_name, self.queue_wait_budget_ms), "UNAVAILABLE"
                 )
             else:
-                logger.exception("request %s failed", live.request_id)
-                self._queue_error(live, f"Error generating stream: {type(err).__name__}: {err}")
+                self._request_failed(live, err)
+        except Exception as err:  # one request's failure must not take the model down, but a dead engine does
+            self._request_failed(live, err)
         finally:
             self._release()
             # A stream that ends without a token still tells how long its client waited for one.
@@ -460,12 +500,23 @@ class StreamingModel:
                     else round(prepare_time.run_queue_ms, 3)
                 ),
                 "Stream": parsed.stream,
+                **({"ShedCause": shed_cause} if shed_cause else {}),
             }
             self.outbox.put(
                 lambda: self._record(
                     live.request_id, outcome, ttft_ms, output_tokens, input_tokens, properties, waited_ms
                 )
             )
+
+    def _request_failed(self, live, err: Exception) -> None:
+        if self._engine_dead(err):
+            self._engine_died(err)
+            self._queue_error(
+                live, f"{self.model_name} is unavailable: the engine died ({err})", "UNAVAILABLE"
+            )
+        else:
+            logger.exception("request %s failed", live.request_id)
+            self._queue_error(live, f"Error generating stream: {type(err).__name__}: {err}")
 
     has_products = False
 
@@ -531,20 +582,37 @@ class StreamingModel:
         if not self.healthy:
             return
         self.healthy = False
-        print(
+        emit(
             f"{self.model_name}: the vLLM engine is dead ({err}); "
             "leaving the target groups and stopping the server so the host is replaced",
-            file=sys.stderr,
-            flush=True,
+            sys.stderr,
         )
         # Out of the load balancer's rotation first, on a thread of its own, while the server stops: a dead
         # target draws far more than its share of requests until it leaves (serving/leave_target_groups.py).
         from serving.leave_target_groups import start_leaving
 
         self._leaving = start_leaving(f"{self.model_name}: the vLLM engine is dead ({err})", self.model_name)
-        self._stop_server()
-        # Requests waiting on a dead engine would wait forever: end them now, each with its error.
+        # Requests waiting on a dead engine would wait forever: end them now, each with its error, and stop
+        # the server only once those errors are handed to Triton. Stopped first, Triton closed a stream before
+        # its error went out, and the client got an empty final response: a clean end to an answer cut short
+        # (a real-server test saw it in one CI run of three). On a thread of its own: this may run on the
+        # engine loop, which has to run the cancels.
         self.engine.loop.call_soon_threadsafe(self._cancel_live)
+        self._dying = threading.Thread(
+            target=self._stop_server_once_errors_sent, name="engine-died", daemon=True
+        )
+        self._dying.start()
+
+    def _stop_server_once_errors_sent(self) -> None:
+        """Stop the server once every live request has ended and the outbox has sent what they queued (their
+        errors), or after ERRORS_DELIVERY_S whatever is left: a blocked loop must not keep a dead host up."""
+        deadline = time.monotonic() + ERRORS_DELIVERY_S
+        while self.live and time.monotonic() < deadline:
+            time.sleep(0.02)
+        sent = threading.Event()
+        self.outbox.put(sent.set)  # runs after every response queued before it
+        sent.wait(timeout=max(0.0, deadline - time.monotonic()))
+        self._stop_server()
 
     def _cancel_live(self) -> None:
         for live in list(self.live.values()):
@@ -671,9 +739,7 @@ class StreamingModel:
             leftovers.pop(guard.pid, None)
         killed = kill_recorded(leftovers)
         if killed:
-            print(
-                f"{self.model_name}: killed engine processes {killed} that outlived the shutdown", flush=True
-            )
+            emit(f"{self.model_name}: killed engine processes {killed} that outlived the shutdown")
 
     def _stop_guard(self) -> None:
         guard = getattr(self, "_guard", None)

@@ -171,6 +171,11 @@ BAD_CONFIGS = [
         id="negative-queue-bound",
     ),
     pytest.param(
+        MINIMAL + "serving:\n  queue_wait_budget_ms: 1000\n",
+        ["serving.queue_wait_budget_ms (1000)", "observability.ttft_p99_threshold_ms (1000)"],
+        id="queue-wait-budget-not-below-the-objective",
+    ),
+    pytest.param(
         MINIMAL.replace("s3://bucket/model/", "bucket/model"),
         ["model.artifacts_s3_uri", "must be an S3 URI"],
         id="artifacts-not-s3",

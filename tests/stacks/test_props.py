@@ -400,6 +400,19 @@ def test_the_queue_bound_reaches_the_container_short_by_default(settings, overla
     assert "MAX_QUEUED_PER_REPLICA" not in dict(props.fleet_props(container, "us-east-1", fleet).environment)
 
 
+def test_the_queue_wait_budget_reaches_the_container_from_the_objective(settings, overlay):
+    """Always set: 80% of the first-token objective unless config names it (the container has no budget of
+    its own), and the same figure the game day's twin simulates (Settings.queue_wait_budget_ms)."""
+
+    def budget(of) -> str:
+        fleet = of.regions["us-east-1"].fleets[0]
+        return dict(props.fleet_props(of, "us-east-1", fleet).environment)["QUEUE_WAIT_BUDGET_MS"]
+
+    assert budget(settings) == "800" and settings.queue_wait_budget_ms == 800
+    assert budget(overlay("observability:\n  ttft_p99_threshold_ms: 1500\n")) == "1200"
+    assert budget(overlay("serving:\n  queue_wait_budget_ms: 600\n")) == "600"
+
+
 def test_a_cell_takes_its_share_of_the_fleets_bounds_pool_and_names(overlay):
     cells = overlay(
         "regions:\n  us-east-1:\n    cells: 2\n    fleets:\n"

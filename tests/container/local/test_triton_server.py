@@ -109,3 +109,43 @@ def test_a_port_taken_before_triton_binds_it_is_retried_on_new_ports(
     finally:
         server.stop()
         holder.close()
+
+
+def test_ready_is_not_up_until_the_metrics_port_answers_too(tmp_path: Path) -> None:
+    """Triton starts its metrics service after the HTTP one, and exits when that bind fails: a CI run's
+    server answered ready on its HTTP port while another socket held its metrics port, the start returned,
+    and the process was gone a moment later. Here the HTTP port answers ready, the metrics port is held by a
+    socket that never answers, and the process exits 3 s on with the bind error in its log: the wait must
+    fail with that log, not return."""
+    import http.server
+    import socket
+    import subprocess
+    import threading
+
+    from local.triton_server import ServerError, TritonServer
+
+    class Ready(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    http_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ready)
+    threading.Thread(target=http_server.serve_forever, daemon=True).start()
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    server = TritonServer(model_dir=tmp_path, index_dir=tmp_path, work_dir=tmp_path)
+    server.ports = Ports(http_server.server_address[1], 0, holder.getsockname()[1])
+    server.log_path.write_text("failed to start Metrics service: Unavailable - Socket already in use\n")
+    server.process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"])
+    try:
+        with pytest.raises(ServerError, match="already in use"):
+            server.wait_ready(timeout_s=30)
+    finally:
+        server.process.kill()
+        server.process.wait()
+        http_server.shutdown()
+        holder.close()

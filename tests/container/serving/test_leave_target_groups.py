@@ -264,10 +264,56 @@ def test_a_dead_engine_starts_leaving_before_it_stops_the_server(monkeypatch):
     model = object.__new__(StreamingModel)
     model.model_name, model.healthy, model.live = "assistant", True, {}
     model.engine = SimpleNamespace(loop=SimpleNamespace(call_soon_threadsafe=lambda callback: None))
+    model.outbox = SimpleNamespace(put=lambda job: job())
     model._stop_server = lambda: order.append("stop")
     model._engine_died("EngineDeadError")
     model._engine_died("EngineDeadError")  # once only
+    model._dying.join(timeout=5)
     assert order == ["leave: assistant: the vLLM engine is dead (EngineDeadError)", "stop"]
+
+
+def test_a_dead_engine_stops_the_server_only_once_its_requests_errors_are_sent(monkeypatch):
+    """Stopped first, Triton closed a stream before its error went out, and the client saw a clean end of
+    an answer cut short: the server stops only once the live requests have ended and the outbox has run the
+    errors they queued."""
+    import contextlib
+    import queue as queue_module
+    from types import SimpleNamespace
+
+    from serving import leave_target_groups as module
+    from serving import streaming_model
+    from serving.streaming_model import StreamingModel
+
+    monkeypatch.setattr(module, "start_leaving", lambda reason, model: None)
+    order: list[str] = []
+    jobs: queue_module.SimpleQueue = queue_module.SimpleQueue()
+    model = object.__new__(StreamingModel)
+    model.model_name, model.healthy, model.live = "assistant", True, {"r1": object()}
+
+    def cancel_live() -> None:  # the engine loop ends the request, which queues its error in the outbox
+        jobs.put(lambda: order.append("error sent"))
+        model.live.clear()
+
+    model.engine = SimpleNamespace(loop=SimpleNamespace(call_soon_threadsafe=lambda callback: None))
+    model._cancel_live = cancel_live
+    model.outbox = SimpleNamespace(put=jobs.put)
+    model._stop_server = lambda: order.append("stop")
+    model._engine_died("EngineDeadError")
+    assert order == [] and model._dying.is_alive(), "the server stopped with a request still live"
+    cancel_live()
+    while not jobs.empty() or model._dying.is_alive():  # the outbox thread, in order
+        with contextlib.suppress(queue_module.Empty):
+            jobs.get(timeout=0.05)()
+    assert order == ["error sent", "stop"]
+
+    # A loop that never ends its requests does not keep a dead host up: the server stops after the bound.
+    monkeypatch.setattr(streaming_model, "ERRORS_DELIVERY_S", 0.2)
+    order.clear()
+    model.healthy, model.live = True, {"r2": object()}
+    model.outbox = SimpleNamespace(put=lambda job: None)  # nothing ever runs
+    model._engine_died("EngineDeadError")
+    model._dying.join(timeout=5)
+    assert order == ["stop"]
 
 
 def test_a_dead_model_process_starts_leaving_before_the_guard_stops_the_server(monkeypatch):

@@ -285,10 +285,119 @@ def test_a_burst_of_four_times_the_slots_sheds_the_excess_at_once(
         )
         assert shed_lines and len(shed_lines) == excess
         assert all(record["Outcome"] == "shed" and record["RequestFailed"] == 1 for record in shed_lines)
-        completed = [record for record in emf_lines(server) if record.get("Outcome") == "completed"]
+
+        # A stream's EMF line goes through the log writer's thread, after its final response: wait for all.
+        def completed_lines() -> list[dict]:
+            return [record for record in emf_lines(server) if record.get("Outcome") == "completed"]
+
+        wait_for(lambda: len(completed_lines()) >= 2 * slots, timeout_s=20)
+        completed = completed_lines()
         assert len(completed) == 2 * slots and all(record["Shed"] == 0 for record in completed)
     finally:
         clients.close()
+        server.stop()
+
+
+QUEUE_WAIT_BUDGET_MS = 400
+
+
+def test_a_queued_request_without_a_first_token_within_its_budget_is_shed(
+    demo_assets: DemoAssets, tmp_path: Path
+) -> None:
+    """One batch slot, a queue of one and a 400 ms queue-wait budget. While a long stream holds the slot, a
+    request admitted into the queue, streaming (gRPC) and then non-streaming (HTTP), is answered UNAVAILABLE
+    once its budget has passed, not served after the stream: aborted in the engine (never prefilled), counted
+    as shed. The long stream completes and the server keeps serving."""
+    server = own_server(
+        demo_assets,
+        tmp_path,
+        environment={
+            "ENGINE_MAX_NUM_SEQS": "1",
+            "MAX_QUEUED_PER_REPLICA": "1",
+            "QUEUE_WAIT_BUDGET_MS": str(QUEUE_WAIT_BUDGET_MS),
+        },
+    )
+    server.start(timeout_s=SERVER_START_TIMEOUT_S)
+    try:
+        first_token = threading.Event()
+        held = []
+
+        def hold_the_slot() -> None:
+            with StreamingClient(server.grpc_url) as client:
+                held.append(
+                    client.ask(
+                        "hold the slot",
+                        model="passthrough",
+                        # The model's whole length: seconds of decoding, far beyond the sheds below.
+                        sampling={"max_tokens": 2000, "ignore_eos": True},
+                        on_chunk=lambda _text: first_token.set(),
+                        timeout_s=600,
+                    )
+                )
+
+        holder = threading.Thread(target=hold_the_slot)
+        holder.start()
+        assert first_token.wait(timeout=120), "the long stream got no first token"
+        with StreamingClient(server.grpc_url) as client:
+            queued = client.ask("wait for the slot", model="passthrough", sampling={"max_tokens": 8})
+        started = time.monotonic()
+        request = urllib.request.Request(
+            f"http://{server.http_url}/v2/models/passthrough/generate",
+            data=json.dumps({"text_input": "wait again", "parameters": {"max_tokens": 8}}).encode(),
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                status, body = response.status, response.read().decode()
+        except urllib.error.HTTPError as err:
+            status, body = err.code, err.read().decode()
+        http_s = time.monotonic() - started
+        slot_still_held = holder.is_alive()
+        holder.join(timeout=600)
+        with StreamingClient(server.grpc_url) as client:
+            after = client.ask("after the sheds", model="passthrough", sampling={"max_tokens": 8})
+
+        assert slot_still_held, "the queued requests were answered only once the long stream had ended"
+        cause = f"no batch slot freed within {QUEUE_WAIT_BUDGET_MS} ms of arrival"
+        assert queued.error and "overloaded" in queued.error and cause in queued.error, queued.error
+        # Not before its budget, and not much after it (generous for a busy machine).
+        assert QUEUE_WAIT_BUDGET_MS / 1000 <= queued.total_s < 5, f"shed after {queued.total_s:.2f} s"
+        # The model answers UNAVAILABLE; Triton 2.51's generate endpoint answers any model error 400.
+        assert status in (400, 503) and cause in body, (status, body)
+        assert QUEUE_WAIT_BUDGET_MS / 1000 <= http_s < 5, f"shed after {http_s:.2f} s"
+        assert held and held[0].error is None, held and held[0].error
+        assert after.error is None, after.error
+        assert http_server_ready(server) and grpc_server_ready(server)
+
+        shed_key = 'llm_requests_total{model="passthrough",outcome="shed",replica="0"}'
+        assert wait_for(lambda: read_metrics(server).get(shed_key) == 2, timeout_s=20), read_metrics(
+            server
+        ).get(shed_key)
+
+        def request_lines() -> list[dict] | None:  # once both completed requests have theirs
+            lines = [record for record in emf_lines(server) if "Outcome" in record]
+            return lines if sum(record["Outcome"] == "completed" for record in lines) == 2 else None
+
+        records = wait_for(request_lines, timeout_s=20)
+        assert records, [record.get("Outcome") for record in emf_lines(server)]
+        shed_lines = [record for record in records if record.get("Shed") == 1]
+        assert len(shed_lines) == 2, shed_lines
+        assert all(
+            record["Outcome"] == "shed"
+            and record["ShedCause"] == "queue-wait"
+            and record["ServingError"] == 0
+            for record in shed_lines
+        ), shed_lines
+        assert sorted(record["Stream"] for record in shed_lines) == [False, True]
+        # Aborted in the engine: had either stayed in vLLM's queue, the engine would have prefilled it once
+        # the slot was free, before the last request, and its prompt would be in the engine's count.
+        completed_prompts = sum(
+            record["InputTokens"] for record in records if record["Outcome"] == "completed"
+        )
+        prompt_key = 'vllm:prompt_tokens_total{model="passthrough",replica="0"}'
+        prefilled = wait_for(lambda: read_metrics(server).get(prompt_key) == completed_prompts, timeout_s=20)
+        assert prefilled, (read_metrics(server).get(prompt_key), completed_prompts)
+    finally:
         server.stop()
 
 

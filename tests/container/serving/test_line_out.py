@@ -56,3 +56,20 @@ def test_the_orphan_guard_writes_whole_lines_only(monkeypatch) -> None:
     monkeypatch.setattr(sys, "stderr", err)
     assert orphan_guard.main([]) == 2
     assert err.writes and all(write.endswith("\n") and write.count("\n") == 1 for write in err.writes)
+
+
+def test_the_serving_code_writes_its_lines_through_emit_only() -> None:
+    """The model's own lines come from Triton's thread, the engine loop, the engine watch and the catalog
+    follower at once, beside the EMF writer: each print() is two writes, so any of them could glue its
+    text to another line (the engine's death notice once went out that way). Every line goes through emit."""
+    import ast
+    from pathlib import Path
+
+    import serving
+
+    found = []
+    for path in sorted(Path(serving.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+                found.append(f"{path.name}:{node.lineno}")
+    assert found == []

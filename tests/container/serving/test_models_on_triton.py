@@ -141,7 +141,7 @@ def _cancel_after_three_chunks(triton: TritonServer, max_tokens: int) -> tuple[d
 
 
 def test_cancellation_aborts_the_engine_request_and_frees_the_slot(triton: TritonServer) -> None:
-    max_tokens = 1_500
+    max_tokens = 2_000  # the container's limit is 2,048
 
     def generated_after_cancel() -> float | None:
         """Tokens the engine made from the stream's start to the recorded cancel; None: no cancel seen."""
@@ -154,12 +154,15 @@ def test_cancellation_aborts_the_engine_request_and_frees_the_slot(triton: Trito
     # With both cores saturated, Triton 2.51's gRPC frontend was measured holding a stream's responses
     # until its last one, and the edge in front of it (container/edge) relays what it gets, so the client's
     # cancel can come after the request has ended or nearly so. One more try tells that from a model that
-    # ignores cancellation, which fails both.
+    # ignores cancellation, which fails both. The engine also runs on while the client's side waits for the
+    # cores: a fresh-clone CI run beside two game-day runs saw 456 and then 235 tokens before the cancel
+    # took, so the bar is half the answer. A model that ignored it makes every one of the 2,000 (and
+    # records the request as completed, not cancelled: no cancel seen).
     tries = [generated_after_cancel()]
-    if tries[0] is None or tries[0] >= max_tokens / 10:
+    if tries[0] is None or tries[0] >= max_tokens / 2:
         tries.append(generated_after_cancel())
     assert tries[-1] is not None, "the server never saw the cancellation"
-    assert tries[-1] < max_tokens / 10, f"the engine kept generating after the cancel ({tries} tokens)"
+    assert tries[-1] < max_tokens / 2, f"the engine kept generating after the cancel ({tries} tokens)"
 
 
 BAD_INPUTS = [
@@ -446,37 +449,51 @@ def test_a_non_streaming_request_is_cancelled_when_its_client_goes(triton: Trito
 def test_cancel_while_queued_frees_the_slot_without_a_prefill(triton: TritonServer) -> None:
     """16 long streams fill every batch slot (max_num_seqs 16); a 17th waits, and its client leaves."""
     slots = 16
-    key = f"vllm:prompt_tokens_total{{{MODEL}}}"
-    in_flight, queue_depth = f"llm_requests_in_flight{{{MODEL}}}", f"llm_queue_depth{{{MODEL}}}"
+    in_flight = f"llm_requests_in_flight{{{MODEL}}}"
+    # The blockers hold their slots until the test lets them go. A timer of their own (12 s) once ran out in
+    # CI before the 17th was sent: on a busy machine a request can reach the model seconds after its client
+    # sent it. Their 2,048 tokens (the container's max_tokens limit: about 25 s at the tiny model's 16-stream
+    # steps, and slower steps on a busy machine slow the test's own waits too) outlast the test several times.
+    release = threading.Event()
+    hold = {"max_tokens": 2_048, "min_tokens": 2_048}
 
     def blocker(number: int) -> StreamResult:
-        with StreamingClient(triton.grpc_url) as client:  # cancels itself after 12 s
-            return client.ask(
-                f"tent {number}", sampling={"max_tokens": 2_000, "min_tokens": 2_000}, cancel_after_s=12
-            )
+        with StreamingClient(triton.grpc_url) as client:
+            return client.ask(f"tent {number}", sampling=hold, cancel_when=release, timeout_s=300.0)
 
     with ThreadPoolExecutor(max_workers=slots) as pool:
         blockers = [pool.submit(blocker, number) for number in range(slots)]
-        full = wait_for(lambda: (m := read_metrics(triton))[in_flight] == slots and m[queue_depth] == 0, 30.0)
-        assert full, f"the 16 blockers were not all generating: {read_metrics(triton)}"
-        time.sleep(1.5)  # one more gauge interval: the prompt counter holds every blocker's prefill
-        running = f"vllm:num_requests_running{{{MODEL}}}"
-        engine_full = wait_for(lambda: read_metrics(triton)[running] == slots, 10.0)
-        assert engine_full, f"the engine runs {read_metrics(triton)[running]} of the 16 blockers"
-        prompt_tokens_before = read_metrics(triton)[key]
-        with StreamingClient(triton.grpc_url) as waiting:
-            queued = waiting.ask(
-                "espresso machines that are easy to clean", sampling=SHORT, cancel_after_s=1.0
-            )
-        assert queued.chunks == [], "the 17th request should have waited for a slot"
-        back_to_full = wait_for(
-            lambda: (m := read_metrics(triton))[in_flight] == slots and m[queue_depth] == 0, 3.0
-        )
-        assert back_to_full, "the cancelled request still holds its place in the queue"
-        time.sleep(1.5)
-        assert read_metrics(triton)[key] == prompt_tokens_before, "the cancelled request was prefilled"
-        assert all(future.result().error is None for future in blockers)
+        try:
+            _a_queued_request_leaves(triton, slots, blockers)
+        finally:
+            release.set()
+        results = [future.result() for future in blockers]
+    assert [result.error for result in results] == [None] * slots
     assert settled_metrics(triton)[in_flight] == 0
+
+
+def _a_queued_request_leaves(triton: TritonServer, slots: int, blockers: list) -> None:
+    """With every slot held, a 17th request is sent and its client leaves after 1 s, unanswered: the queue
+    gives its place back and the engine never prefills its prompt."""
+    key = f"vllm:prompt_tokens_total{{{MODEL}}}"
+    in_flight, queue_depth = f"llm_requests_in_flight{{{MODEL}}}", f"llm_queue_depth{{{MODEL}}}"
+    running = f"vllm:num_requests_running{{{MODEL}}}"
+    full = wait_for(lambda: (m := read_metrics(triton))[in_flight] == slots and m[queue_depth] == 0, 60.0)
+    assert full, f"the 16 blockers were not all generating: {read_metrics(triton)}"
+    time.sleep(1.5)  # one more gauge interval: the prompt counter holds every blocker's prefill
+    engine_full = wait_for(lambda: read_metrics(triton)[running] == slots, 10.0)
+    assert engine_full, f"the engine runs {read_metrics(triton)[running]} of the 16 blockers"
+    prompt_tokens_before = read_metrics(triton)[key]
+    with StreamingClient(triton.grpc_url) as waiting:
+        queued = waiting.ask("espresso machines that are easy to clean", sampling=SHORT, cancel_after_s=1.0)
+    assert not any(future.done() for future in blockers), "a blocker ended: the test held no slot for it"
+    assert queued.chunks == [], "the 17th request should have waited for a slot"
+    back_to_full = wait_for(
+        lambda: (m := read_metrics(triton))[in_flight] == slots and m[queue_depth] == 0, 3.0
+    )
+    assert back_to_full, "the cancelled request still holds its place in the queue"
+    time.sleep(1.5)  # one more gauge interval, for a prefill the counter would show
+    assert read_metrics(triton)[key] == prompt_tokens_before, "the cancelled request was prefilled"
 
 
 @pytest.mark.parametrize(

@@ -285,3 +285,41 @@ def test_without_scheduler_statistics_the_wait_for_a_core_is_unknown_not_zero(mo
         worker.stop()
     assert prepared == "Q"
     assert timing.run_queue_ms is None and timing.other_wait_ms is None
+
+
+def test_timing_a_preparation_never_hands_the_gil_over() -> None:
+    """The timing must not add to what it measures. Python's file reads give the GIL up around each system
+    call, and a thread that gave it up waits for it again behind the engine loop and the outbox: reading the
+    scheduler statistics that way inside the wall time put several such waits into every preparation's
+    wall time at 16 streams (docs/benchmarks.md, round six)."""
+    if not Path("/proc/thread-self/schedstat").exists():
+        pytest.skip("this kernel keeps no per-thread scheduler statistics")
+    worker = PrepareWorker(str.upper)
+    turns = [0]
+    stop = threading.Event()
+
+    def take_turns() -> None:
+        # Counts the times it got the GIL, and gives it straight back.
+        while not stop.is_set():
+            turns[0] += 1
+            time.sleep(0)
+
+    before = sys.getswitchinterval()
+    # From here on no thread is made to hand the GIL over within the test: only one that gives it up lets
+    # the other run. The other thread starts after, so its waits for the GIL use this interval too.
+    sys.setswitchinterval(10.0)
+    other = threading.Thread(target=take_turns, daemon=True)
+    try:
+        other.start()
+        while turns[0] < 10:  # it runs, and this thread has the GIL back between its turns
+            time.sleep(0.001)
+        seen = turns[0]
+        timings = [worker._timed("q")[1] for _ in range(1000)]
+        handed_over = turns[0] - seen
+    finally:
+        sys.setswitchinterval(before)
+        stop.set()
+        other.join(WAIT_S)
+        worker.stop()
+    assert all(timing.run_queue_ms is not None for timing in timings)
+    assert handed_over == 0

@@ -41,3 +41,42 @@ def test_the_drain_and_the_engine_always_fit_the_budget(exit_timeout: float, dra
     assert budget.total_s - budget.drain_s >= ENGINE_SHUTDOWN_MIN_S
     if exit_timeout >= FINALIZE_RESERVE_S + ENGINE_SHUTDOWN_MIN_S:
         assert budget.total_s <= exit_timeout - FINALIZE_RESERVE_S
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_threads_stop_within_what_the_budget_has_left_each_taking_its_share() -> None:
+    """The outbox, the log writer and the target-group leave each get an equal share of what is left,
+    recomputed as each ends: one that takes its whole share cannot take the others', and the three end by
+    the deadline. Before, the outbox and the log writer had fixed timeouts (10 s, and 5 s twice) after the
+    drain and the engine had used the budget, so a stop could pass Triton's exit timeout."""
+    from serving.streaming_model import stop_in_turn
+
+    clock = FakeClock()
+    given: list[float] = []
+
+    def takes_all(timeout_s: float) -> None:
+        given.append(timeout_s)
+        clock.now += timeout_s
+
+    def ends_at_once(timeout_s: float) -> None:
+        given.append(timeout_s)
+
+    stop_in_turn(109.0, [takes_all, ends_at_once, takes_all], clock=clock)
+    assert given == pytest.approx([3.0, 3.0, 6.0])
+    assert clock.now == pytest.approx(109.0)
+
+
+def test_a_spent_budget_still_gives_each_thread_a_moment() -> None:
+    from serving.streaming_model import STOP_MIN_S, stop_in_turn
+
+    clock = FakeClock()
+    given: list[float] = []
+    stop_in_turn(90.0, [given.append, given.append], clock=clock)
+    assert given == [STOP_MIN_S, STOP_MIN_S]
