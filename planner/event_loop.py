@@ -1,7 +1,8 @@
 """The simulator's event loop, compiled: every request's arrival, admission, prefill, decode and finish.
 
 planner/simulate.py lays a fleet out in flat arrays (one row per replica, per host, per engine) and calls
-`run`; this module holds only the loop, compiled by Numba (numba.pydata.org) to machine code, because the
+`run` (or `run_mixed`, for engines with vLLM's mixed scheduler, stepped pass by pass; the plans never
+call it); this module holds only the loops, compiled by Numba (numba.pydata.org) to machine code, because the
 loop is where the planner's time goes: a plan simulates millions of requests, and in CPython each cost
 about twenty times the least a request-level simulation does (bench/plan_speed.py's reference loop).
 Numba compiles without fast-math, so every float operation is the IEEE one CPython does, in the same order:
@@ -78,6 +79,53 @@ def _pop(keys, requests, size, replica):
     return size
 
 
+@njit(cache=True, inline="always")
+def _append(queue_head, queue_tail, next_queued, replica, request):
+    """Put `request` at the end of the replica's queue (a linked list through the requests)."""
+    if queue_tail[replica] == END:
+        queue_head[replica] = request
+    else:
+        next_queued[queue_tail[replica]] = request
+    queue_tail[replica] = request
+
+
+@njit(cache=True, inline="always")
+def _take(queue_head, queue_tail, next_queued, replica):
+    """The request at the head of the replica's queue, unlinked."""
+    request = queue_head[replica]
+    queue_head[replica] = next_queued[request]
+    if queue_head[replica] == END:
+        queue_tail[replica] = END
+    return request
+
+
+@njit(cache=True, inline="always")
+def _shed(shed, ttft, finish, request):
+    """Mark `request` shed: no first token, no finish."""
+    shed[request] = True
+    ttft[request] = math.nan
+    finish[request] = math.nan
+
+
+@njit(cache=True)
+def _choose(request, least_outstanding, host_out, host_first, host_replicas, loads):
+    """(host, replica) for a request: the first host with the fewest outstanding (or round robin), and its
+    least loaded replica, the first of equals. Both loops' balancer."""
+    hosts = len(host_first)
+    if least_outstanding:
+        host = 0
+        for other in range(1, hosts):
+            if host_out[other] < host_out[host]:
+                host = other
+    else:
+        host = request % hosts
+    replica = host_first[host]
+    for other in range(host_first[host] + 1, host_first[host] + host_replicas[host]):
+        if loads[other] < loads[replica]:
+            replica = other
+    return host, replica
+
+
 @njit(cache=True)
 def _bucket_index(buckets, count, longest):
     """bisect_left over the first `count` buckets."""
@@ -112,6 +160,8 @@ def run(
     static,  # bool: static batching, else continuous
     bounded,  # bool: the admission bound applies
     queued_limit,  # int64: requests a replica holds beyond its slots before it refuses
+    wait_bounded,  # bool: the queue-wait budget applies
+    wait_budget,  # float64: seconds from arrival by which a queued request must have its first token
 ):
     count = len(arrival)
     replicas = len(replica_host)
@@ -124,6 +174,9 @@ def run(
         count, dtype=np.int64
     )  # decode buckets: a running request's context less its replica's steps
     next_queued = np.full(count, END, dtype=np.int64)
+    # Came while its replica held all its slots: only these wait for a slot, and only these does the
+    # container hold to the queue-wait budget (container/serving/streaming_model.py).
+    over_slots = np.zeros(count, dtype=np.bool_)
 
     host_out = np.zeros(hosts, dtype=np.int64)
     loads = np.zeros(replicas, dtype=np.int64)  # outstanding requests per replica
@@ -153,20 +206,32 @@ def run(
     events.pop()
 
     def enqueue(replica, request):
-        if queue_tail[replica] == END:
-            queue_head[replica] = request
-        else:
-            next_queued[queue_tail[replica]] = request
-        queue_tail[replica] = request
+        _append(queue_head, queue_tail, next_queued, replica, request)
         queued[replica] += 1
 
     def dequeue(replica):
-        request = queue_head[replica]
-        queue_head[replica] = next_queued[request]
-        if queue_head[replica] == END:
-            queue_tail[replica] = END
         queued[replica] -= 1
-        return request
+        return _take(queue_head, queue_tail, next_queued, replica)
+
+    def drop(replica, request):
+        """Shed a request the replica had admitted to its queue."""
+        _shed(shed, ttft, finish, request)
+        loads[replica] -= 1
+        host_out[replica_host[replica]] -= 1
+
+    def expire(replica, now):
+        """Shed the queue's head while it can no longer have its first token within the budget: in the
+        container its deadline passed, and its place in the queue is free for the next arrival."""
+        engine = replica_engine[replica]
+        row = replica_padding[replica]
+        while queued[replica] > 0:
+            head = queue_head[replica]
+            if (
+                not over_slots[head]
+                or now + padded[row, head] * inv_prefill[engine] - arrival[head] <= wait_budget
+            ):
+                break
+            drop(replica, dequeue(replica))
 
     def admit(replica, request):
         """Prefill `request` after the prompts already admitted at the replica's open step boundary (in
@@ -218,11 +283,18 @@ def run(
             # Prefill first: each admitted prompt is encoded in turn and emits its first token.
             time = now
             row = replica_padding[replica]
-            admitted = free if free < queued[replica] else queued[replica]
             longest = longest_offset[replica]
-            for _ in range(admitted):
+            while free > 0 and queued[replica] > 0:
                 request = dequeue(replica)
-                time += padded[row, request] * inv_prefill[engine]
+                first = time + padded[row, request] * inv_prefill[engine]
+                if wait_bounded and over_slots[request] and first - arrival[request] > wait_budget:
+                    # Its first token would come past the budget: the container aborts it there and sheds
+                    # it (container/serving/streaming_model.py); the prefill it would have wasted is not
+                    # charged here.
+                    drop(replica, request)
+                    continue
+                free -= 1
+                time = first
                 ttft[request] = time - arrival[request]
                 size = _push(run_keys, run_requests, size, replica, steps_run + output[request] - 1, request)
                 if bucket_count[engine] > 0:
@@ -318,25 +390,15 @@ def run(
     for request in range(count):
         now = arrival[request]
         advance(now)
-        # The first host with the fewest outstanding, and its least loaded replica, the first of equals.
-        if least_outstanding:
-            host = 0
-            for other in range(1, hosts):
-                if host_out[other] < host_out[host]:
-                    host = other
-        else:
-            host = request % hosts
-        replica = host_first[host]
-        for other in range(host_first[host] + 1, host_first[host] + host_replicas[host]):
-            if loads[other] < loads[replica]:
-                replica = other
+        host, replica = _choose(request, least_outstanding, host_out, host_first, host_replicas, loads)
         served_by[request] = replica
         engine = replica_engine[replica]
+        if wait_bounded and queued[replica] > 0:
+            expire(replica, now)
         if bounded and loads[replica] >= cap[engine] + queued_limit:
-            shed[request] = True
-            ttft[request] = math.nan
-            finish[request] = math.nan
+            _shed(shed, ttft, finish, request)
             continue
+        over_slots[request] = loads[replica] >= cap[engine]
         host_out[host] += 1
         loads[replica] += 1
         if not busy[replica]:
@@ -368,6 +430,163 @@ def run(
                 enqueue(replica, request)
         else:
             enqueue(replica, request)
+
+    advance(math.inf)  # the fleet drains after the last arrival
+    return ttft, finish, served_by, shed
+
+
+@njit(cache=True)
+def run_mixed(
+    arrival,  # float64[request], sorted
+    output,  # int64[request]: tokens, the first one from the prefill's last chunk
+    prompt,  # int64[request]: tokens to prefill
+    replica_host,  # int64[replica]
+    replica_engine,  # int64[replica]
+    host_first,  # int64[host]: its first replica (a host's replicas are consecutive)
+    host_replicas,  # int64[host]
+    inv_prefill,  # float64[engine]: seconds per prefilled token in a step
+    cap,  # int64[engine]: max_num_seqs
+    budget,  # int64[engine]: max_num_batched_tokens, the tokens one step schedules
+    steps,  # float64[engine, batch]: a step's cost by its decoding sequences (0: a prefill-only step's)
+    per_context,  # float64[engine]: what each token of the decoding sequences' contexts adds to a step
+    share,  # float64[engine]: what a pass that also prefills pays of its decodes' step, past the fixed cost
+    least_outstanding,  # bool: least outstanding requests, else round robin
+    bounded,  # bool: the admission bound applies
+    queued_limit,  # int64: requests a replica holds beyond its slots before it refuses
+):
+    """`run` for engines whose scheduler is "mixed" (simulate.Scheduler): one forward pass a step for the
+    running decodes and the waiting prompts together, as vLLM's V1 scheduler does
+    (vllm/v1/core/sched/scheduler.py, `Scheduler.schedule`: first the RUNNING requests in the order they
+    were admitted, each a decode token or its prompt's next chunk, then WAITING requests in arrival order
+    while the step's token budget, max_num_batched_tokens, lasts and fewer than max_num_seqs run; a prompt
+    longer than what is left of the budget is prefilled in chunks over several steps). A step costs its
+    decodes' step (with their attention over their contexts, prompt and tokens so far, at `per_context` a
+    token), its prefill tokens at the prefill rate, or both as simulate.Engine says (`share`). Every
+    sequence in a step gains its token at the step's end: a decode its next one, a prompt whose last chunk
+    ran its first.
+    Stepped one step at a time, as each step's cost depends on what joined it; the balancer, the replica
+    choice and the admission bound are `run`'s."""
+    count = len(arrival)
+    replicas = len(replica_host)
+    hosts = len(host_first)
+    ttft = np.zeros(count)
+    finish = np.zeros(count)
+    served_by = np.zeros(count, dtype=np.int64)
+    shed = np.zeros(count, dtype=np.bool_)
+    next_queued = np.full(count, END, dtype=np.int64)
+    to_prefill = prompt.copy()  # prompt tokens no step has run yet
+    generated = np.zeros(count, dtype=np.int64)  # tokens out by the end of the replica's current step
+
+    host_out = np.zeros(hosts, dtype=np.int64)
+    loads = np.zeros(replicas, dtype=np.int64)  # outstanding requests per replica
+    widest = 1
+    for engine in range(len(cap)):
+        widest = max(widest, cap[engine])
+    # Each replica's running requests in the order they were admitted (vLLM's `running` list).
+    run_list = np.zeros((replicas, widest), dtype=np.int64)
+    running = np.zeros(replicas, dtype=np.int64)
+    firsts = np.zeros(widest, dtype=np.int64)  # the prompts whose last chunk the step being laid out runs
+    queue_head = np.full(replicas, END, dtype=np.int64)
+    queue_tail = np.full(replicas, END, dtype=np.int64)
+    busy = np.zeros(replicas, dtype=np.bool_)
+    event_time = np.full(replicas, math.inf)
+
+    events = [(0.0, 0)]
+    events.pop()
+
+    def step(replica, now):
+        """The replica's step that ended at `now` (none when it was idle) retires the sequences it
+        completed; the next step is laid out and its end becomes the replica's event."""
+        engine = replica_engine[replica]
+        size = running[replica]
+        kept = 0
+        for column in range(size):
+            request = run_list[replica, column]
+            if to_prefill[request] == 0 and generated[request] >= output[request]:
+                finish[request] = now
+            else:
+                run_list[replica, kept] = request
+                kept += 1
+        done = size - kept
+        size = kept
+        host_out[replica_host[replica]] -= done
+        loads[replica] -= done
+        left = budget[engine]
+        decodes = 0
+        context = 0
+        prefilled = 0
+        first = 0
+        for column in range(size):
+            if left == 0:
+                break
+            request = run_list[replica, column]
+            if to_prefill[request] > 0:  # a prompt whose earlier chunks ran
+                chunk = min(to_prefill[request], left)
+                to_prefill[request] -= chunk
+                prefilled += chunk
+                left -= chunk
+                if to_prefill[request] == 0:
+                    firsts[first] = request
+                    first += 1
+            else:
+                decodes += 1
+                left -= 1
+                context += prompt[request] + generated[request]
+                generated[request] += 1
+        while left > 0 and size < cap[engine] and queue_head[replica] != END:
+            request = _take(queue_head, queue_tail, next_queued, replica)
+            run_list[replica, size] = request
+            size += 1
+            chunk = min(to_prefill[request], left)
+            to_prefill[request] -= chunk
+            prefilled += chunk
+            left -= chunk
+            if to_prefill[request] == 0:
+                firsts[first] = request
+                first += 1
+        running[replica] = size
+        if decodes == 0 and prefilled == 0:
+            busy[replica] = False
+            event_time[replica] = math.inf
+            return
+        decode = steps[engine, decodes] + context * per_context[engine]
+        prefill = steps[engine, 0] + prefilled * inv_prefill[engine]
+        if prefilled == 0:
+            end = now + decode
+        elif decodes == 0:
+            end = now + prefill
+        else:
+            end = now + prefill + share[engine] * (decode - steps[engine, 0])
+        for index in range(first):
+            request = firsts[index]
+            generated[request] = 1
+            ttft[request] = end - arrival[request]
+        event_time[replica] = end
+        heapq.heappush(events, (end, replica))
+
+    def advance(until):
+        """Run every step that ends by `until`."""
+        while len(events) > 0 and events[0][0] <= until:
+            time, replica = heapq.heappop(events)
+            if time == event_time[replica]:
+                step(replica, time)
+
+    for request in range(count):
+        now = arrival[request]
+        advance(now)
+        host, replica = _choose(request, least_outstanding, host_out, host_first, host_replicas, loads)
+        served_by[request] = replica
+        if bounded and loads[replica] >= cap[replica_engine[replica]] + queued_limit:
+            _shed(shed, ttft, finish, request)
+            continue
+        host_out[host] += 1
+        loads[replica] += 1
+        _append(queue_head, queue_tail, next_queued, replica, request)
+        if not busy[replica]:
+            # Every step up to now has run, so an idle engine starts one at once; a busy engine takes the
+            # request into the step after the one running, as vLLM's scheduler runs between steps.
+            busy[replica] = True
+            step(replica, now)
 
     advance(math.inf)  # the fleet drains after the last arrival
     return ttft, finish, served_by, shed

@@ -9,6 +9,11 @@ is not stepped token by token; it jumps to its next completion, or to the first 
 arrival it could admit, so the cost is a few heap operations per request, not per token. With decode
 buckets (Engine) a replica also stops where its longest sequence outgrows its bucket, as its step changes
 there. The loop itself is compiled (planner/event_loop.py); this module lays the fleet out for it.
+
+That is the separate scheduler of NxD Inference, which the plans use. The mixed scheduler (vLLM V1's
+chunked prefill: decodes and prompt chunks in one pass, Scheduler.MIXED) runs in a loop of its own that
+steps pass by pass (event_loop.run_mixed); the bench that checks the simulator against a real vLLM-CPU
+engine uses it.
 """
 
 from __future__ import annotations
@@ -33,6 +38,19 @@ class Balancer(StrEnum):
 class Batching(StrEnum):
     CONTINUOUS = "continuous"
     STATIC = "static"
+
+
+class Scheduler(StrEnum):
+    """How a continuous-batching engine fits prompts between decode steps.
+
+    SEPARATE: waiting prompts are prefilled one after the other while the running batch's decoding waits,
+    then decoding resumes, as NxD Inference runs a separate context-encoding graph (the Neuron engines the
+    plans are for). MIXED: one forward pass a step holds the running decodes and the waiting prompts' tokens
+    up to a token budget (chunked prefill), as vLLM's V1 scheduler runs on CPUs and GPUs
+    (event_loop.run_mixed)."""
+
+    SEPARATE = "separate"
+    MIXED = "mixed"
 
 
 @dataclass(frozen=True)
@@ -113,19 +131,43 @@ class Engine:
     batch's longest context, and every sequence's attention spans that bucket: NxD Inference picks, per
     sequence, the smallest bucket above its position and runs the whole batch at the largest of those
     (neuronx-distributed-inference, modules/autobucketing.py, `generation_model_bk`). The step time is then
-    `decode_step_by_bucket[bucket index][batch size]`; past the largest bucket, the largest one's."""
+    `decode_step_by_bucket[bucket index][batch size]`; past the largest bucket, the largest one's.
+
+    `scheduler` (Scheduler): SEPARATE, the Neuron engines' and every plan's; MIXED, vLLM's chunked prefill,
+    where a forward pass holds `batch` decoding sequences with `context` tokens of KV cache between them
+    and `tokens` prompt tokens (at most `max_num_batched_tokens` in all). A pass that only decodes costs
+    `decode = decode_step_seconds[batch] + context x decode_seconds_per_context_token`, one that only
+    prefills `prefill = decode_step_seconds[0] + tokens / prefill_tokens_per_second` (index 0: the fixed
+    cost of a pass), and one that does both `prefill + mixed_decode_share x (decode -
+    decode_step_seconds[0])`: share 1, the decodes' work added to the prefill's and the fixed cost paid
+    once; share 0, the decodes ride free in the prefill's pass. Mixed steps run unpadded, so a mixed engine
+    has no buckets: its attention's growth with the context is the linear term (a separate engine's is its
+    decode buckets)."""
 
     prefill_tokens_per_second: float
-    decode_step_seconds: tuple[float, ...]  # index = sequences in the batch (0 unused), 1..max_num_seqs
+    decode_step_seconds: tuple[float, ...]  # by batch size 1..max_num_seqs; 0: MIXED's fixed cost a pass
     prefill_buckets: tuple[int, ...] = ()  # ascending; empty: prompts are prefilled at their own length
     decode_buckets: tuple[int, ...] = ()  # ascending; empty: decode_step_seconds at every length
     decode_step_by_bucket: tuple[tuple[float, ...], ...] = ()  # per decode bucket, as decode_step_seconds
+    scheduler: Scheduler = Scheduler.SEPARATE
+    max_num_batched_tokens: int = 0  # MIXED: the tokens one step schedules (decodes count one each)
+    decode_seconds_per_context_token: float = 0.0  # MIXED: per token of the decoding sequences' contexts
+    mixed_decode_share: float = 1.0  # MIXED: what a pass that also prefills pays of its decodes' step
 
     def __post_init__(self) -> None:
         if len(self.decode_step_by_bucket) != len(self.decode_buckets):
             raise ValueError("decode_step_by_bucket needs one step table per decode bucket")
         if any(len(table) != len(self.decode_step_seconds) for table in self.decode_step_by_bucket):
             raise ValueError("every decode bucket's step table covers the same batch sizes")
+        if self.scheduler is Scheduler.MIXED:
+            if self.prefill_buckets or self.decode_buckets:
+                raise ValueError("a mixed scheduler's steps run unpadded: no prefill or decode buckets")
+            if self.max_num_batched_tokens < 1:
+                raise ValueError("a mixed scheduler needs a token budget (max_num_batched_tokens >= 1)")
+            if not 0 <= self.mixed_decode_share <= 1:
+                raise ValueError("mixed_decode_share is a share: 0 to 1")
+        elif self.decode_seconds_per_context_token:
+            raise ValueError("a separate scheduler's steps grow with the context through decode buckets")
 
     def padded(self, prompt_tokens: np.ndarray) -> np.ndarray:
         """The tokens each prompt is prefilled at: its bucket, or itself past the largest bucket."""
@@ -219,8 +261,8 @@ class Outcome:
     ttft: np.ndarray  # seconds from arrival to first token, per request
     finish: np.ndarray  # seconds, when the last token left
     host: np.ndarray  # index of the host that served it
-    # Refused at once by a replica holding its slots and a full queue (the container's admission bound):
-    # no first token; ttft and finish are NaN for these.
+    # Refused at once by a replica holding its slots and a full queue (the container's admission bound), or
+    # shed from its queue past the queue-wait budget: no first token; ttft and finish are NaN for these.
     shed: np.ndarray | None = None
 
     @property
@@ -238,13 +280,17 @@ def simulate(
     balancer: Balancer = Balancer.LEAST_OUTSTANDING,
     batching: Batching = Batching.CONTINUOUS,
     max_queued: int | None = None,
+    queue_wait_s: float | None = None,
 ) -> Outcome:
     """Serve every request (the fleet drains after the last arrival) and return when each got its first
     and last token. Pure: the same inputs give the same outcome.
 
     `max_queued`: the container's admission bound (container/serving/streaming_model.py): a replica that
     already holds max_num_seqs + max_queued requests refuses the next at once (UNAVAILABLE, "shed"); the
-    balancer's choice is the least loaded, so every replica is full then. None: every request waits."""
+    balancer's choice is the least loaded, so every replica is full then. None: every request waits.
+    `queue_wait_s`: the container's queue-wait budget (QUEUE_WAIT_BUDGET_MS): a request that came while its
+    replica held all its slots and whose first token cannot come within it of its arrival is shed, at the
+    latest when a new arrival finds it past its deadline (continuous batching only). None: no budget."""
     engines: list[Engine] = []
     paddings: list[tuple[int, ...]] = []  # prefill bucket lists; their padded prompts are shared by engines
     replica_engine: list[int] = []
@@ -266,23 +312,31 @@ def simulate(
                 replica_host.append(len(host_first) - 1)
     if not host_first:
         raise ValueError("a fleet needs at least one host")
+    schedulers = {engine.scheduler for engine in engines}
+    if len(schedulers) > 1:
+        raise ValueError("one simulation runs one scheduler: every engine separate, or every one mixed")
+    if Scheduler.MIXED in schedulers:
+        if batching is Batching.STATIC:
+            raise ValueError("a mixed scheduler batches continuously")
+        if queue_wait_s is not None:
+            # Only the fidelity bench runs mixed, against an engine served without the container's budget.
+            raise ValueError("the queue-wait budget is modelled for the separate scheduler only")
+        return _simulate_mixed(
+            engines, requests, replica_host, replica_engine, host_first, host_replicas, balancer, max_queued
+        )
 
     widest = max(engine.max_num_seqs for engine in engines) + 1
     most_buckets = max(1, *(len(engine.decode_buckets) for engine in engines))
-    steps = np.zeros((len(engines), widest))
+    steps = _step_table(engines)
     buckets = np.zeros((len(engines), most_buckets), dtype=np.int64)
     tables = np.zeros((len(engines), most_buckets, widest))
     for row, engine in enumerate(engines):
-        steps[row, : len(engine.decode_step_seconds)] = engine.decode_step_seconds
         buckets[row, : len(engine.decode_buckets)] = engine.decode_buckets
         for index, table in enumerate(engine.decode_step_by_bucket):
             tables[row, index, : len(table)] = table
     by_padding = {engine.prefill_buckets: engine for engine in engines}
     padded = np.array([by_padding[padding].padded(requests.prompt) for padding in paddings], dtype=np.int64)
     padded = padded.reshape(len(paddings), len(requests))
-
-    def int64(values: Sequence[int] | np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(values, dtype=np.int64)
 
     # Imported here, not with the module: the fidelity bench's engine process draws its requests from this
     # module, and vLLM 0.32's CPU platform walks every loaded module for kernels to rebind at start
@@ -292,23 +346,73 @@ def simulate(
 
     ttft, finish, served_by, shed = event_loop.run(
         np.ascontiguousarray(requests.arrival, dtype=np.float64),
-        int64(requests.output),
-        int64(requests.prompt),
+        _int64(requests.output),
+        _int64(requests.prompt),
         padded,
-        int64(replica_host),
-        int64(replica_engine),
-        int64(replica_padding),
-        int64(host_first),
-        int64(host_replicas),
+        _int64(replica_host),
+        _int64(replica_engine),
+        _int64(replica_padding),
+        _int64(host_first),
+        _int64(host_replicas),
         np.array([1.0 / engine.prefill_tokens_per_second for engine in engines]),
-        int64([engine.max_num_seqs for engine in engines]),
+        _int64([engine.max_num_seqs for engine in engines]),
         steps,
-        int64([len(engine.decode_buckets) for engine in engines]),
+        _int64([len(engine.decode_buckets) for engine in engines]),
         buckets,
         tables,
         balancer is Balancer.LEAST_OUTSTANDING,
         batching is Batching.STATIC,
         max_queued is not None,
         max_queued or 0,
+        queue_wait_s is not None,
+        float(queue_wait_s or 0.0),
     )
-    return Outcome(ttft, finish, int64(replica_host)[served_by], shed if max_queued is not None else None)
+    sheds = max_queued is not None or queue_wait_s is not None
+    return Outcome(ttft, finish, _int64(replica_host)[served_by], shed if sheds else None)
+
+
+def _int64(values: Sequence[int] | np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.int64)
+
+
+def _step_table(engines: Sequence[Engine]) -> np.ndarray:
+    """Each engine's decode_step_seconds in a row of one array, as wide as the widest batch."""
+    steps = np.zeros((len(engines), max(engine.max_num_seqs for engine in engines) + 1))
+    for row, engine in enumerate(engines):
+        steps[row, : len(engine.decode_step_seconds)] = engine.decode_step_seconds
+    return steps
+
+
+def _simulate_mixed(
+    engines: list[Engine],
+    requests: Requests,
+    replica_host: list[int],
+    replica_engine: list[int],
+    host_first: list[int],
+    host_replicas: list[int],
+    balancer: Balancer,
+    max_queued: int | None,
+) -> Outcome:
+    """simulate() for engines with the mixed scheduler (event_loop.run_mixed)."""
+    steps = _step_table(engines)
+    from planner import event_loop  # not with the module: see simulate()
+
+    ttft, finish, served_by, shed = event_loop.run_mixed(
+        np.ascontiguousarray(requests.arrival, dtype=np.float64),
+        _int64(requests.output),
+        _int64(requests.prompt),
+        _int64(replica_host),
+        _int64(replica_engine),
+        _int64(host_first),
+        _int64(host_replicas),
+        np.array([1.0 / engine.prefill_tokens_per_second for engine in engines]),
+        _int64([engine.max_num_seqs for engine in engines]),
+        _int64([engine.max_num_batched_tokens for engine in engines]),
+        steps,
+        np.array([engine.decode_seconds_per_context_token for engine in engines]),
+        np.array([engine.mixed_decode_share for engine in engines]),
+        balancer is Balancer.LEAST_OUTSTANDING,
+        max_queued is not None,
+        max_queued or 0,
+    )
+    return Outcome(ttft, finish, _int64(replica_host)[served_by], shed if max_queued is not None else None)

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from planner.fidelity import Comparison, Point, best_of, fit_engine, knee, point, predict, within
-from planner.simulate import Requests
+from planner.fidelity import Comparison, Point, best_of, fit_engine, knee, point, pooled, predict, within
+from planner.simulate import Requests, Scheduler
 
 
 def test_the_fit_recovers_a_known_engine_from_its_measurements() -> None:
@@ -24,6 +24,88 @@ def test_the_fit_recovers_a_known_engine_from_its_measurements() -> None:
     assert engine.max_num_seqs == 16 and engine.decode_step_seconds[16] == pytest.approx(0.0155)
     # The overhead is charged as the prefill tokens it would take: 20 ms at 10,000 tokens/s = 200.
     assert fitted.effective_prompts(np.array([100]))[0] == 300
+
+
+def test_the_fit_with_long_context_steps_separates_the_context_from_the_batch() -> None:
+    # step = 4 ms + 0.05 ms per further sequence + 1 us per token of context across the batch.
+    def step(batch: int, context: int) -> float:
+        return 0.004 + 0.00005 * (batch - 1) + 1e-6 * batch * context
+
+    prefill = [(n, 0.004 + n / 10_000) for n in (16, 256, 512, 1024)]
+    steps = [(b, step(b, 40)) for b in (1, 4, 8, 16)]
+    long = [(b, c, step(b, c)) for b, c in ((4, 536), (8, 536), (16, 280))]
+    fitted = fit_engine(
+        prefill,
+        steps,
+        16,
+        context_steps=long,
+        step_context=40,
+        scheduler=Scheduler.MIXED,
+        max_num_batched_tokens=4096,
+    )
+    assert fitted.step_seconds_at_one == pytest.approx(0.004)
+    assert fitted.step_seconds_per_sequence == pytest.approx(0.00005)
+    assert fitted.step_seconds_per_context_token == pytest.approx(1e-6)
+    # Mixed: the engine's pass without decodes costs the overhead, paid once a pass, not per prompt.
+    engine = fitted.engine()
+    assert engine.scheduler is Scheduler.MIXED and engine.max_num_batched_tokens == 4096
+    assert engine.decode_step_seconds[0] == pytest.approx(0.004)
+    assert engine.decode_seconds_per_context_token == pytest.approx(1e-6)
+    assert fitted.effective_prompts(np.array([100]))[0] == 100
+    assert fitted.mixed_step(4, 1000, 500) == pytest.approx(step(4, 250) + 0.050)
+
+
+def fit_mixed_engine(prefill_per_token: float, share: float, stalled: bool = False):
+    """A hand-made vLLM-CPU engine measured as the bench measures it: prompts alone take 4 ms + tokens x
+    `prefill_per_token` to their first token; a step is 4 ms + 0.05 ms per further sequence + 1 us per
+    context token; a pass that prefills a prompt among decodes costs 4 ms + tokens / 10,000 + `share` of the
+    decodes' step past its fixed cost (`stalled`: and one pass the machine stalled)."""
+
+    def step(batch: int, context: int) -> float:
+        return 0.004 + 0.00005 * (batch - 1) + 1e-6 * batch * context
+
+    def pass_seconds(streams: int, context: int, prompt: int) -> float:
+        decodes = 0.00005 * (streams - 1) + 1e-6 * context  # context: the tokens the streams hold together
+        return 0.004 + prompt / 10_000 + share * decodes
+
+    sizes = [(4, 84, 256), (12, 252, 1024), (12, 3_132, 256), (12, 3_132, 1024)]
+    mixed = [(k, c, p, pass_seconds(k, c, p)) for k, c, p in sizes for _ in range(3)]
+    if stalled:
+        mixed.append((12, 3_140, 256, 5.0))
+    return fit_engine(
+        [(n, 0.004 + n * prefill_per_token) for n in (16, 256, 512, 1024)],
+        [(b, step(b, 40)) for b in (1, 4, 8, 16)],
+        16,
+        context_steps=[(b, c, step(b, c)) for b, c in ((4, 536), (8, 536), (16, 280))],
+        step_context=40,
+        scheduler=Scheduler.MIXED,
+        max_num_batched_tokens=4096,
+        mixed=mixed,
+    )
+
+
+@pytest.mark.parametrize(("share", "fitted_share"), [(0.5, 0.5), (0.0, 0.0), (1.6, 1.0)])
+def test_mixed_passes_give_the_share_of_the_decodes_step_a_prefilling_pass_pays(
+    share: float, fitted_share: float
+) -> None:
+    """The median ignores the stalled pass. A share is bounded to 0-1: past 1 the decodes would cost more
+    beside a prefill than alone."""
+    fitted = fit_mixed_engine(1 / 10_000, share, stalled=True)
+    assert fitted.mixed_decode_share == pytest.approx(fitted_share, abs=1e-6)
+    assert fitted.engine().mixed_decode_share == pytest.approx(fitted_share, abs=1e-6)
+
+
+def test_a_mixed_prediction_for_one_request_alone_is_its_overhead_plus_prefill_then_its_steps() -> None:
+    fitted = fit_engine(
+        [(0, 0.020), (1000, 0.120)],
+        [(1, 0.010), (2, 0.010)],
+        4,
+        scheduler=Scheduler.MIXED,
+        max_num_batched_tokens=2048,
+    )
+    predicted = predict(fitted, 0.001, Requests(np.array([0.0]), np.array([500]), np.array([11])))
+    assert predicted.ttft_p50 == pytest.approx(0.020 + 0.050, rel=1e-3)
+    assert predicted.throughput == pytest.approx(11 / 0.17, rel=1e-3)
 
 
 def test_the_fit_takes_the_median_at_each_size_so_one_stalled_run_does_not_move_it() -> None:
@@ -97,3 +179,42 @@ def test_the_best_of_two_passes_takes_each_figure_from_the_pass_less_slowed() ->
     assert best_of([Point(5.0, 0.1, 0.9, 260.0), clean]) == Point(5.0, 0.1, 0.70, 270.0)
     with pytest.raises(ValueError, match="one rate"):
         best_of([clean, Point(6.0, 0.2, 0.7, 270.0)])
+
+
+def test_a_busy_engines_prefill_rate_comes_from_the_mixed_passes_and_the_rest_of_an_alone_prompt_is_latency():
+    """Prompts run alone take 4 ms + tokens / 8,000 to their first token, but in passes among decodes the
+    engine spends tokens / 10,000 on them (4 ms + that + half the decodes' step): the CPU bench measured a
+    256-token prompt alone at 28.8 ms, its pass among 4 decodes at 20.0 ms. The rate is the passes' and
+    share 0.5; what the alone prompts took beyond their passes (the median of 0.4, 6.4, 12.8 and 25.6 ms)
+    is latency outside the engine, added to each first token and never to the engine's time."""
+    fitted = fit_mixed_engine(1 / 8_000, 0.5)
+    assert fitted.prefill_tokens_per_second == pytest.approx(10_000, rel=1e-6)
+    assert fitted.mixed_decode_share == pytest.approx(0.5, abs=1e-6)
+    assert fitted.first_token_latency_seconds == pytest.approx(0.0096, rel=1e-6)
+    alone = predict(fitted, 0.001, Requests(np.array([0.0]), np.array([500]), np.array([1])))
+    assert alone.ttft_p50 == pytest.approx(0.004 + 500 / 10_000 + 0.0096, rel=1e-6)
+
+
+def test_passes_over_different_draws_are_pooled_into_one_sample() -> None:
+    """Two passes of 100 requests: the p99 of the pool rests on the two slowest of 200, the throughput on
+    both passes' tokens over both spans. One pass's p99 (or the better of two) rests on one draw's tail."""
+    arrival = np.arange(100) * 0.1
+    calm = np.full(100, 0.020)
+    clustered = np.full(100, 0.020)
+    clustered[[40, 41, 42]] = [0.300, 0.250, 0.200]  # one cluster of arrivals, three slow first tokens
+    output = np.full(100, 10)
+    finish_calm, finish_clustered = arrival + 0.5, arrival + 1.0
+    pool = pooled(5.0, [(arrival, calm, finish_calm, output), (arrival, clustered, finish_clustered, output)])
+    union = np.concatenate([calm, clustered])
+    assert pool.ttft_p99 == pytest.approx(float(np.percentile(union, 99)))
+    assert pool.ttft_p50 == pytest.approx(0.020)
+    spans = (finish_calm[-1] - arrival[0]) + (finish_clustered[-1] - arrival[0])
+    assert pool.throughput == pytest.approx(2_000 / spans)
+    alone = point(5.0, arrival, clustered, finish_clustered, output)
+    assert (
+        alone.ttft_p99
+        > pool.ttft_p99
+        > best_of([point(5.0, arrival, calm, finish_calm, output), alone]).ttft_p99
+    )
+    with pytest.raises(ValueError, match="at least one pass"):
+        pooled(5.0, [])

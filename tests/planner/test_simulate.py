@@ -19,6 +19,7 @@ from planner.simulate import (
     HostGroup,
     LogNormal,
     Requests,
+    Scheduler,
     draw_requests,
     simulate,
 )
@@ -87,6 +88,69 @@ def test_a_new_request_joins_the_running_batch_at_the_next_decode_step() -> None
     assert outcome.ttft[1] == pytest.approx(boundary + 0.020 - 0.2055)
 
 
+def test_a_mixed_step_runs_the_decodes_and_a_prompt_chunk_in_one_pass() -> None:
+    """vLLM's V1 scheduler (chunked prefill): a pass holds the running decodes, then waiting prompt tokens
+    up to the budget; it costs the decode step, the prefill tokens and the decodes' contexts; a prompt's
+    first token comes with the pass that ran its last chunk. Worked by hand, 1 ms a prompt token, a
+    100-token budget, 0.1 ms per token of context:
+      0      A alone: a prefill-only pass, 2 ms + 50 ms                     -> A's first token at 0.052
+      0.052  A decodes (context 51) + B's first 99 tokens: 10 + 99 + 5.1 ms -> 0.1661
+      0.1661 A decodes (context 52) + B's last 51 tokens: 10 + 51 + 5.2 ms  -> A ends, B's first at 0.2323
+      0.2323 B decodes (context 151): 10 + 15.1 ms                          -> B ends at 0.2574"""
+    engine = Engine(
+        1000.0,
+        (0.002, 0.010, 0.012),
+        scheduler=Scheduler.MIXED,
+        max_num_batched_tokens=100,
+        decode_seconds_per_context_token=0.0001,
+    )
+    outcome = simulate([HostGroup("x", engine, 1, 1)], requests((0.0, 50, 3), (0.020, 150, 2)))
+    assert outcome.ttft.tolist() == pytest.approx([0.052, 0.2323 - 0.020])
+    assert outcome.finish.tolist() == pytest.approx([0.2323, 0.2574])
+
+
+@pytest.mark.parametrize(
+    ("share", "pass_seconds"), [(1.0, 0.052 + 0.008), (0.5, 0.052 + 0.004), (0.0, 0.052)]
+)
+def test_a_mixed_pass_pays_its_share_of_the_decodes_step(share: float, pass_seconds: float) -> None:
+    # A decodes alone until B arrives; A's third token and B's prefill then share a pass: the prefill
+    # (2 ms fixed + 50 ms) and the share of A's step past the fixed cost (10 - 2 ms).
+    engine = Engine(
+        1000.0,
+        (0.002, 0.010, 0.010),
+        scheduler=Scheduler.MIXED,
+        max_num_batched_tokens=512,
+        mixed_decode_share=share,
+    )
+    outcome = simulate([HostGroup("x", engine, 1, 1)], requests((0.0, 50, 3), (0.060, 50, 1)))
+    assert outcome.finish[0] == pytest.approx(0.062 + pass_seconds)
+    assert outcome.ttft[1] == pytest.approx(0.062 + pass_seconds - 0.060)
+
+
+def test_a_mixed_engine_admits_no_prompt_past_max_num_seqs() -> None:
+    # One slot: B waits for A's last token, then its prefill-only pass (5 ms + 100 ms) starts.
+    engine = Engine(1000.0, (0.005, 0.010), scheduler=Scheduler.MIXED, max_num_batched_tokens=4096)
+    outcome = simulate([HostGroup("x", engine, 1, 1)], requests((0.0, 100, 3), (0.001, 100, 1)))
+    a_ends = 0.105 + 2 * 0.010
+    assert outcome.finish[0] == pytest.approx(a_ends)
+    assert outcome.ttft[1] == pytest.approx(a_ends + 0.105 - 0.001)
+
+
+def test_the_scheduler_modes_refuse_what_they_do_not_model() -> None:
+    with pytest.raises(ValueError, match="unpadded"):
+        Engine(1000.0, (0.0, 0.01), (512,), scheduler=Scheduler.MIXED, max_num_batched_tokens=512)
+    with pytest.raises(ValueError, match="token budget"):
+        Engine(1000.0, (0.0, 0.01), scheduler=Scheduler.MIXED)
+    with pytest.raises(ValueError, match="decode buckets"):
+        Engine(1000.0, (0.0, 0.01), decode_seconds_per_context_token=1e-6)
+    separate = Engine(1000.0, (0.0, 0.01))
+    mixed_engine = Engine(1000.0, (0.0, 0.01), scheduler=Scheduler.MIXED, max_num_batched_tokens=512)
+    with pytest.raises(ValueError, match="one scheduler"):
+        simulate([HostGroup("a", separate, 1, 1), HostGroup("b", mixed_engine, 1, 1)], requests((0.0, 10, 2)))
+    with pytest.raises(ValueError, match="queue-wait budget"):
+        simulate([HostGroup("b", mixed_engine, 1, 1)], requests((0.0, 10, 2)), queue_wait_s=0.8)
+
+
 def test_a_replica_holding_its_slots_and_a_full_queue_refuses_the_next_request_at_once() -> None:
     """The container's admission bound: one slot (max_num_seqs 1), one request let wait; a third arriving
     while both are held is shed (no first token), and a fourth after the first finished is served."""
@@ -98,6 +162,30 @@ def test_a_replica_holding_its_slots_and_a_full_queue_refuses_the_next_request_a
     # Without the bound every request waits its turn.
     unbounded = simulate([HostGroup("x", engine, 1, 1)], load)
     assert unbounded.shed is None and unbounded.admitted.all() and unbounded.ttft[2] > 0.5
+
+
+def test_a_queued_request_that_cannot_start_within_the_queue_wait_budget_is_shed() -> None:
+    """One slot (prefill 100 tokens: 0.1 s, 10 ms steps): the first request holds it until 0.59 s. The
+    second queues at 0.01 and would get its first token at 0.69 s, 0.68 s after it came: past a 0.5 s budget
+    it is shed, within a 0.7 s one it is served. The third finds the queue's place taken at 0.02 (bound 1)
+    unless the budget already freed it; the fourth, at 0.55, finds the queue's head past its deadline,
+    which frees the place for it."""
+    engine = Engine(1000.0, (0.0, 0.010))  # max_num_seqs 1
+    load = requests((0.0, 100, 50), (0.01, 100, 50), (0.02, 100, 5), (0.55, 100, 5))
+    group = [HostGroup("x", engine, 1, 1)]
+    within = simulate(group, load, max_queued=1, queue_wait_s=0.7)
+    assert within.shed.tolist() == [False, False, True, True]
+    assert within.ttft[1] == pytest.approx(0.69 - 0.01)
+    tight = simulate(group, load, max_queued=1, queue_wait_s=0.5)
+    # At 0.55 the second (came 0.01) can start no sooner than 0.55 + 0.1 - 0.01 = 0.64 s after it came:
+    # shed there, and the fourth takes its place; it starts at 0.59, its first token at 0.69 (0.14 s).
+    assert tight.shed.tolist() == [False, True, True, False]
+    assert math.isnan(tight.ttft[1]) and tight.ttft[3] == pytest.approx(0.69 - 0.55)
+    # Every request served got its first token within the budget.
+    assert (tight.ttft[tight.admitted] <= 0.5).all()
+    # The budget alone (no queue bound) sheds too, and without either nothing is shed.
+    assert simulate(group, load, queue_wait_s=0.5).shed[1]
+    assert simulate(group, load).shed is None
 
 
 def test_a_static_batch_makes_a_newcomer_wait_for_its_longest_sequence() -> None:
