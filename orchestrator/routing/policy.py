@@ -49,6 +49,14 @@ LATENCY_MARGIN = 0.5
 # A region shedding more than this share of its requests at the edge is at its bound, whatever its serving
 # slots say (a fleet limited by prefill sheds with slots to spare): it takes no weight from a slow region.
 RECEIVER_SHED_SHARE = 0.001
+# A region whose requests take this many times the typical region's time in system serves fewer requests a
+# slot than its slots say (`slower_than_typical`).
+SLOW_TIME_FACTOR = 1.5
+# The least share of a slot's requests `slower_than_typical` credits a slow region with: as with C_SPREAD,
+# a measure gone wrong (clients that read slowly, a stuck gauge) cannot take a region below half of what
+# its slots say. Held there, the split does not chase the time in system, which also grows with load (a
+# region given more weight takes longer per request, and a factor that followed it would swing).
+SLOWEST_SPEED = 1 / C_SPREAD
 
 
 @dataclass(frozen=True)
@@ -241,10 +249,34 @@ def balanced_shares(signals: Mapping[str, RegionSignals], followed: Mapping[str,
             r: s.serving_slots * min(max(measured.get(r, typical), typical / C_SPREAD), typical * C_SPREAD)
             for r, s in signals.items()
         }
+    for r, factor in slower_than_typical(signals).items():
+        raw[r] *= factor
     total = sum(raw.values())
     if total <= 0:
         return {r: 1 / len(signals) for r in signals} if signals else {}
     return {r: value / total for r, value in raw.items()}
+
+
+def slower_than_typical(signals: Mapping[str, RegionSignals]) -> dict[str, float]:
+    """Regions whose requests take far longer than the typical region's, each with the typical time over
+    its own: the share of a slot's requests it serves. A slot serves 1 / (time in system) requests a
+    second (Little's law: requests in flight over the request rate), so engines at a third of their speed
+    serve a third of the requests per slot, while their slots and the latency term see nothing until they
+    reach their bound. Only past SLOW_TIME_FACTOR, so load alone (a request takes longer near the bound)
+    does not move weight the balancing moves anyway; never below SLOWEST_SPEED."""
+    times = {
+        # Of the requests admitted: the rate counts those shed at the edge too, which hold no slot.
+        r: s.requests_in_flight / (s.requests_per_second * (1.0 - s.shed_share))
+        for r, s in signals.items()
+        if s.requests_per_second
+        and s.requests_per_second > 0
+        and s.shed_share < 1.0
+        and s.load >= MIN_LOAD / len(signals)
+    }
+    if len(times) < 2:
+        return {}
+    typical = statistics.median(times.values())
+    return {r: max(typical / t, SLOWEST_SPEED) for r, t in times.items() if t > SLOW_TIME_FACTOR * typical}
 
 
 def by_requests(signals: Mapping[str, RegionSignals]) -> bool:
@@ -283,7 +315,10 @@ def balanced_targets(
         low = {r: float(least) for r, w in exact.items() if w < least}
         high = {r: float(MAX_WEIGHT) for r, w in exact.items() if w > MAX_WEIGHT}
         if not (low or high) or len(fixed) + len(low) + len(high) >= len(shares):
-            return {**fixed, **{r: min(max(w, least), MAX_WEIGHT) for r, w in exact.items()}}
+            found = {**fixed, **{r: min(max(w, least), MAX_WEIGHT) for r, w in exact.items()}}
+            # In the regions' own order, whichever were fixed: rounding gives ties to the first named, and
+            # an order that changed with the run gave a tied unit to each of two regions in turn for ever.
+            return {r: found[r] for r in shares}
         fixed.update(low or high)
 
 
@@ -439,14 +474,19 @@ def _rebalance(
     others = sum(p.target for r, p in plans.items() if r not in eligible)
     share_budget = max(budget - others, 0)
     seen = {r: followed.get(r, current[r]) for r in current}
+    held = sum(current[region] for region in eligible)
     grown = share_budget
     if others == 0:
         # Every weight is the healthy regions' to set: their sum may grow so that a region with little
         # capacity is not held above its share by the least weight a healthy region keeps (a region that
         # holds, recovers or is pinned keeps its weight, so then the sum stays, and with it their shares).
         grown = grown_budget(params, share_budget, balanced_shares(eligible, seen))
+        if share_budget < grown and share_budget < held and abs(grown - held) <= 1:
+            # The grown sum is a whole number from shares measured on the weights themselves, so it can
+            # flip by one between runs (474, 475, 474...) and the unit with it between two regions for
+            # ever: within one of the sum in force, that sum stays.
+            grown = held
     targets = balanced_targets(params, grown, eligible, seen)
-    held = sum(current[region] for region in eligible)
     wanted = {
         region: step_toward(current[region] * grown / held, target) if held > 0 else target
         for region, target in targets.items()
@@ -458,7 +498,14 @@ def _rebalance(
         # rise for a few runs before it fell (a third more, on test_overload's region short of capacity).
         asked = sum(wanted.values())
         reach = min((current[r] + params.gain_step) * asked / w for r, w in wanted.items() if w > 0)
-        total = max(share_budget, min(grown, math.floor(reach)))
+        step_up = math.floor(reach)
+        if grown > held:
+            # While it may grow the sum never falls back, and gains at least a unit a run where the gainers
+            # can follow: with a small gain step beside a large weight the reach is under a unit past the
+            # sum in force, and its floor held the sum there, or took it back a unit, for ever (a region of
+            # no capacity flipping between the floor and one above it: the steady-inputs property).
+            step_up = max(step_up, held + 1 if reach > held else held)
+        total = max(share_budget, min(grown, step_up))
     # Whole weights adding up to the healthy regions' budget exactly, so no total creeps run to run.
     whole = apportion(min(total, MAX_WEIGHT * len(wanted)), wanted)
     if total != grown:
@@ -471,6 +518,7 @@ def _rebalance(
             whole = {**dict.fromkeys(low, least), **apportion(max(total - least * len(low), 0), rest)}
     caps, receivers = latency_caps(params, current, eligible, memory or {}, followed)
     whole = give_to_receivers(whole, caps, receivers, eligible, followed)
+    slower = slower_than_typical(eligible)
     for region, weight in whole.items():
         plans[region].target = min(weight, MAX_WEIGHT)
         signals = eligible[region]
@@ -484,6 +532,12 @@ def _rebalance(
         elif weight != current[region]:
             utilisation = signals.load / signals.serving_slots if signals.serving_slots else 0.0
             plans[region].detail = f"utilisation {utilisation:.0%} -> {targets[region]:.0f}"
+            if region in slower:
+                plans[
+                    region
+                ].detail += (
+                    f" (requests take far longer than elsewhere: {slower[region]:.0%} of its slots counted)"
+                )
 
 
 def latency_caps(

@@ -66,11 +66,20 @@ def seconds_in_system(utilisation: float) -> float:
     return SECONDS[-1]
 
 
-def day(with_rates: bool, level: float = 0.85, runs: int = 150) -> list[dict[str, int]]:
+def day(
+    with_rates: bool,
+    level: float = 0.85,
+    runs: int = 150,
+    speeds: dict[str, float] | None = None,
+    sheds: list[dict[str, float]] | None = None,
+) -> list[dict[str, int]]:
     """Demand at `level` of the slots, reaching each target as Route 53 and resolvers pass the weights on (a
     change in half of its minute's answers, cached answers expiring over a TTL); each reports its requests
     in flight (rate x seconds in system) and, `with_rates`, its request rate; the policy reads each minute 3
-    minutes late, as on the game day. The weights in force each minute."""
+    minutes late, as on the game day. The weights in force each minute. A target in `speeds` runs its
+    engines at that share of their speed: every request takes 1/speed as long, so its slots serve that
+    share of the requests. `sheds` gets each minute's shed share per target."""
+    speeds = speeds or {}
     params = PolicyParams()
     weights = {"e1/1": 25, "e1/2": 25, "w2": 30, "e2": 20}
     memory: dict[str, RegionMemory] = {}
@@ -90,14 +99,18 @@ def day(with_rates: bool, level: float = 0.85, runs: int = 150) -> list[dict[str
         signals = {}
         for n, slots in SLOTS.items():
             demand = total_demand * fresh[n]  # in slots' worth of requests at the fleet's bound
-            kept = min(demand, slots)
-            in_flight = kept * seconds_in_system(demand / slots) / SECONDS[-1]
-            shed = 1 - kept / demand if demand > slots else 0.0
+            speed = speeds.get(n, 1.0)
+            bound = slots * speed
+            kept = min(demand, bound)
+            in_flight = kept * seconds_in_system(demand / bound) / SECONDS[-1] / speed
+            shed = 1 - kept / demand if demand > bound else 0.0
             rate = demand if with_rates else None
             signals[n] = RegionSignals(
                 0.002, 0.0, 10, 2, slots, in_flight, shed_share=shed, requests_per_second=rate
             )
         observed.append(signals)
+        if sheds is not None:
+            sheds.append({n: signal.shed_share for n, signal in signals.items()})
         read = minute - 3
         if read < 0:
             continue
@@ -116,6 +129,22 @@ def test_weights_measured_by_request_rate_settle(level):
         assert max(seen) - min(seen) <= 1, (name, seen)
     # Even: each cell of e1 half of the other regions' weight (half their slots).
     assert abs(late[-1]["w2"] - 2 * late[-1]["e1/1"]) <= 2, late[-1]
+
+
+@pytest.mark.parametrize("level", [0.6, 0.8])
+def test_a_region_whose_engines_run_at_half_their_speed_is_given_what_it_can_serve(level):
+    """e2's engines at half their speed: its slots and its slow share say nothing (the latter until it
+    reaches its bound), but each of its requests takes twice as long as elsewhere. Weights by slots and
+    request rate alone send it a third of the demand, past its bound at 0.8 of the slots; with the time in
+    system against its rate (policy.slower_than_typical) the weights settle where it sheds nothing, and
+    stay there."""
+    sheds: list[dict[str, float]] = []
+    late = day(with_rates=True, level=level, speeds={"e2": 0.5}, sheds=sheds)[80:]
+    assert max(minute["e2"] for minute in sheds[80:]) == 0.0, "the slowed region shed"
+    for name in SLOTS:
+        seen = [w[name] for w in late]
+        assert max(seen) - min(seen) <= 1, (name, seen)
+    assert late[-1]["e2"] <= late[-1]["w2"] / 2 + 1  # slots alike, half the speed
 
 
 def test_weights_measured_by_requests_in_flight_swing():
