@@ -35,7 +35,9 @@ def main() -> int:
     args = parser.parse_args()
     result = run_scenario(args.scenario, profile=args.profile)
     slo_errors = result.scenario.slo.error_share
-    print("\n".join(render(judged_minutes(result.minutes), slo_errors or args.slo_errors)))
+    policy = result.rules.policy if result.rules else None
+    found = judged_minutes(result.minutes, result.scenario, policy)
+    print("\n".join(render(found, slo_errors or args.slo_errors)))
     print(f"verdict: {result.summary.verdict}")
     for violation in result.summary.violations:
         print(f"  {violation}")

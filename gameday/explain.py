@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gameday.loop import Minute
-from gameday.verdict import _targets, judged_errors, judged_lost_rps, unavoidable_share
+from gameday.scenario import Scenario
+from gameday.verdict import _targets, judged_errors, judged_lost_rps, returning_targets, unavoidable_share
+from orchestrator.routing.policy import PolicyParams
 
 
 @dataclass(frozen=True)
@@ -34,13 +36,21 @@ class JudgedMinute:
     targets: dict[str, TargetFigures]
 
 
-def judged_minutes(minutes: Sequence[Minute]) -> list[JudgedMinute]:
+def judged_minutes(
+    minutes: Sequence[Minute], scenario: Scenario | None = None, policy: PolicyParams | None = None
+) -> list[JudgedMinute]:
     """The minutes with requests the verdict judges lost (before any fault's grace: a fault's own target
-    is excused by the SLO rule, not by the budget), each target's figures beside them."""
+    is excused by the SLO rule, not by the budget), each target's figures beside them. With the scenario,
+    targets back from an outage offer no room within the policy's return, as the verdict has it."""
     found = []
     for m in minutes:
-        unavoidable = unavoidable_share(m)
         rows = _targets(m)
+        returning = (
+            frozenset()
+            if scenario is None
+            else returning_targets(scenario, list(rows), m.minute, policy or PolicyParams())
+        )
+        unavoidable = unavoidable_share(m, returning)
         lost = sum(judged_lost_rps(row, unavoidable) for row in rows.values()) * 60
         if lost <= 0:
             continue

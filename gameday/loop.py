@@ -289,7 +289,13 @@ def _region_curve(
         templates.append(HostGroup(f.instance_type, engine, f.engine_replicas, 0))
     threshold = settings.observability.ttft_p99_threshold_ms
     curve = cached_curve(
-        templates, [float(f.max) for f in fleets], demand, threshold, CACHE, deployed_queue_bound(settings)
+        templates,
+        [float(f.max) for f in fleets],
+        demand,
+        threshold,
+        CACHE,
+        deployed_queue_bound(settings),
+        settings.queue_wait_budget_ms / 1000.0,  # as the stacks set QUEUE_WAIT_BUDGET_MS
     )
     slots = {f.instance_type: f.engine_replicas * model.max_num_seqs for f in fleets}
     return curve, slots

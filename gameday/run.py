@@ -31,6 +31,7 @@ class Result:
     summary: Summary
     profile: str = "nominal"  # which end of the profiles' throughput range the serving curves ran at
     without_orchestrator: Summary | None = None  # the counterfactual day, when it ran
+    rules: Rules | None = None  # what the verdict judged against
 
 
 def check_against_config(scenario: Scenario, document: Document, settings: Settings, config: Path) -> None:
@@ -133,4 +134,4 @@ def run_scenario(
     if png is not None:
         who = "" if orchestrator_on else ", orchestrator off"
         plot(scenario, minutes, slo_ms, png, f"{path.name} ({profile} profile{who}): {summary.verdict}")
-    return Result(scenario, minutes, summary, profile, without)
+    return Result(scenario, minutes, summary, profile, without, rules)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from planner import event_loop
 from planner import simulate as simulator
 from planner.demand import Demand
 from planner.plan import fleet_counts, nominal_capacity, slice_of
@@ -56,6 +57,7 @@ class Curve:
     # Per grid point, the share of first tokens later than threshold x each of SPEEDS: engines at speed s
     # stretch every time by 1/s, so their slow share is the one measured at threshold x s.
     slow_by_speed: tuple[tuple[float, ...], ...] = ()
+    queue_wait_ms: float | None = None  # the replicas' queue-wait budget the figures were measured with
 
     def slow_at_speed(self, utilisation: float, speed: float) -> float | None:
         """The slow share at a utilisation on engines at `speed` of their nominal speed (None if the curve
@@ -127,10 +129,11 @@ def measure(
     seconds: float,
     seed: int,
     max_queued: int | None = None,
+    queue_wait_s: float | None = None,
 ) -> tuple[float, float, float, float]:
     """Direct simulation: (p99 TTFT ms, slow share, mean seconds in system) of the requests of `rate` on
     `groups` that the replicas admit (`max_queued`: their admission bound), and the share admitted."""
-    figures = measure_detail(groups, rate, demand, threshold_ms, seconds, seed, max_queued)
+    figures = measure_detail(groups, rate, demand, threshold_ms, seconds, seed, max_queued, queue_wait_s)
     return figures[:4]
 
 
@@ -142,6 +145,7 @@ def measure_detail(
     seconds: float,
     seed: int,
     max_queued: int | None = None,
+    queue_wait_s: float | None = None,
 ) -> tuple[float, float, float, float, tuple[float, ...]]:
     """`measure`'s figures and the slow share at threshold x each of SPEEDS."""
     requests = draw_requests(
@@ -153,7 +157,7 @@ def measure_detail(
         demand.max_prompt,
         demand.max_output,
     )
-    outcome = simulate(groups, requests, max_queued=max_queued)
+    outcome = simulate(groups, requests, max_queued=max_queued, queue_wait_s=queue_wait_s)
     counted = requests.arrival >= SETTLE_SECONDS
     admitted = outcome.admitted[counted]
     ttft = outcome.ttft[counted][admitted]
@@ -175,6 +179,7 @@ def derive(
     demand: Demand,
     threshold_ms: float,
     max_queued: int | None = None,
+    queue_wait_s: float | None = None,
 ) -> Curve:
     part, _ = slice_of(
         [t.with_count(c) for t, c in zip(templates, fleet_counts(1000, mix), strict=True)],
@@ -183,11 +188,11 @@ def derive(
     )
     capacity = nominal_capacity(part, demand)
     # Without an admission bound the queue grows without end past the bound: no point measuring there.
-    grid = GRID if max_queued is None else GRID + OVERLOAD_GRID
+    grid = GRID if max_queued is None and queue_wait_s is None else GRID + OVERLOAD_GRID
     p99s, slows, times, admitted, by_speed = [], [], [], [], []
     for u in grid:
         p99, slow, in_system, share, at_speeds = measure_detail(
-            part, u * capacity, demand, threshold_ms, WINDOW_SECONDS, SEED, max_queued
+            part, u * capacity, demand, threshold_ms, WINDOW_SECONDS, SEED, max_queued, queue_wait_s
         )
         p99s.append(p99)
         slows.append(slow)
@@ -204,6 +209,7 @@ def derive(
         tuple(admitted),
         max_queued,
         tuple(by_speed),
+        None if queue_wait_s is None else queue_wait_s * 1000.0,
     )
 
 
@@ -213,9 +219,11 @@ def _key(
     demand: Demand,
     threshold_ms: float,
     max_queued: int | None,
+    queue_wait_s: float | None = None,
 ) -> str:
     digest = hashlib.sha256()
     digest.update(inspect.getsource(simulator).encode())
+    digest.update(inspect.getsource(event_loop).encode())  # the rules themselves live there
     digest.update(inspect.getsource(measure_detail).encode())
     digest.update(inspect.getsource(per_host_rps).encode())
     parts = [repr(t) for t in templates] + [repr(tuple(mix)), repr(demand), repr(threshold_ms)]
@@ -225,7 +233,7 @@ def _key(
         repr(SPEEDS),
         repr((WINDOW_SECONDS, SETTLE_SECONDS, SLICE_HOSTS, SEED)),
     ]
-    parts.append(repr(max_queued))
+    parts += [repr(max_queued), repr(queue_wait_s)]
     digest.update("|".join(parts).encode())
     return digest.hexdigest()[:16]
 
@@ -237,14 +245,15 @@ def cached_curve(
     threshold_ms: float,
     cache: Path,
     max_queued: int | None = None,
+    queue_wait_s: float | None = None,
 ) -> Curve:
-    path = cache / f"curve-{_key(templates, mix, demand, threshold_ms, max_queued)}.json"
+    path = cache / f"curve-{_key(templates, mix, demand, threshold_ms, max_queued, queue_wait_s)}.json"
     if path.is_file():
         data = json.loads(path.read_text())
         if "slow_by_speed" in data:
             data["slow_by_speed"] = [tuple(row) for row in data["slow_by_speed"]]
         return Curve(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
-    curve = derive(templates, mix, demand, threshold_ms, max_queued)
+    curve = derive(templates, mix, demand, threshold_ms, max_queued, queue_wait_s)
     cache.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(asdict(curve)))
     return curve

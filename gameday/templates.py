@@ -8,8 +8,10 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -223,7 +225,9 @@ def synthesize(config: Path, cache: Path = CACHE) -> Path:
     if (out / "manifest.json").is_file():
         return out
     cache.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(out.name + ".partial")
+    # A directory of this run's own: two game days of one config started together (make -j, a CI matrix)
+    # once synthesized into the same one, and one's synth read files the other's had just replaced.
+    partial = Path(tempfile.mkdtemp(prefix=out.name + ".partial-", dir=cache))
     env = {
         **os.environ,
         "CDK_VALIDATION": "false",
@@ -239,10 +243,12 @@ def synthesize(config: Path, cache: Path = CACHE) -> Path:
         check=False,
     )
     if result.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
         raise TemplateError(f"synth of {config} failed:\n{result.stderr[-2000:]}")
-    if out.exists():  # another run finished first
-        return out
-    partial.rename(out)
+    try:
+        partial.rename(out)
+    except OSError:  # another run finished first: its assembly is the same
+        shutil.rmtree(partial, ignore_errors=True)
     return out
 
 

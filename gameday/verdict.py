@@ -125,22 +125,64 @@ def planned_basis_rps(row: RegionMinute) -> float:
     return max(row.capacity_rps, row.planned_capacity_rps)
 
 
-def unavoidable_share(minute: Minute) -> float:
+def unavoidable_share(minute: Minute, returning: frozenset[str] = frozenset()) -> float:
     """Of the targets' demand beyond their planned basis, the share no routing could have placed: the
     demand beyond every target's basis together (1 in a global overload, 0 while the excess would fit
-    in another target's room)."""
-    rows = list(_targets(minute).values())
-    excess = sum(max(r.offered_rps - planned_basis_rps(r), 0.0) for r in rows)
-    beyond_all = max(sum(r.offered_rps for r in rows) - sum(planned_basis_rps(r) for r in rows), 0.0)
+    in another target's room). A target in `returning` (back from being down or unreachable, within the
+    policy's documented return: `return_minutes`) offers no room: no routing could have sent it more."""
+    rows = _targets(minute)
+
+    def basis(name: str, row: RegionMinute) -> float:
+        return min(planned_basis_rps(row), row.offered_rps) if name in returning else planned_basis_rps(row)
+
+    excess = sum(max(r.offered_rps - basis(n, r), 0.0) for n, r in rows.items())
+    beyond_all = max(
+        sum(r.offered_rps for r in rows.values()) - sum(basis(n, r) for n, r in rows.items()), 0.0
+    )
     return min(beyond_all / excess, 1.0) if excess > 0 else 0.0
+
+
+def return_minutes(scenario: Scenario, policy: PolicyParams) -> int:
+    """Minutes from the end of a target's outage (down, or its front door) until the policy's documented
+    return can have it taking traffic: its first healthy minute readable after the metrics delay, the
+    `healthy_runs_to_recover` runs the policy trusts it again after, and a minute for DNS to carry the
+    weights (docs/routing.md). The mirror of the drain's `DRAIN_MINUTES`."""
+    return scenario.metrics.delay_minutes + policy.healthy_runs_to_recover + 1
+
+
+def returning_targets(
+    scenario: Scenario, targets: Sequence[str], minute: int, policy: PolicyParams
+) -> frozenset[str]:
+    """The routing targets back from an outage of their own less than `return_minutes` ago."""
+    span = return_minutes(scenario, policy)
+    ended = [
+        fault
+        for fault in scenario.faults
+        if isinstance(fault, RegionDown | FrontDoorDown)
+        and fault.until is not None
+        and fault.until <= minute < fault.until + span
+    ]
+    return frozenset(t for t in targets for f in ended if f.region in (t, region_of(t)))
 
 
 def excused_shed_rps(row: RegionMinute, unavoidable: float) -> float:
     """The sheds at the edge that overload excuses: of the demand beyond the target's planned basis (the
     larger of its capacity and the plan's), the `unavoidable` share, and never more than it shed at the
     edge. Sheds of demand the plan would have served are the system's loss: a raise an hour late sheds
-    what the raise on time would have served, and that is judged."""
-    excess = max(row.offered_rps - planned_basis_rps(row), 0.0) * unavoidable
+    what the raise on time would have served, and that is judged.
+
+    In a minute no target had room (`unavoidable` 1) a target offered past its basis is saturated, and
+    every shed at its edge is overload's but the plan's shortfall (what the plan would have had serving
+    beyond its tasks): `capacity_rps` is the most its tasks serve within the objective when offered more
+    than that, so offered a little past it they serve a little less (at random arrivals a fleet offered
+    1.5% past it sheds 2.7%, not 1.5%: the curve's own figures). No routing, plan or scaling could have
+    served that difference; goodput still judges what a saturated target served."""
+    basis = planned_basis_rps(row)
+    # 1 up to the float sums' rounding: every target past its basis gives excess / excess
+    if unavoidable >= 1.0 - 1e-9 and row.offered_rps > basis:
+        shortfall = max(row.planned_capacity_rps - row.capacity_rps, 0.0)
+        return max(row.overload_shed_rps - shortfall, 0.0)
+    excess = max(row.offered_rps - basis, 0.0) * unavoidable
     return min(row.overload_shed_rps, excess)
 
 
@@ -269,7 +311,9 @@ def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summar
     avoidable = 0.0  # lost beyond the demand no target could serve: what the budget judges
     for m in minutes:
         lost += sum(row.shed_rps for row in m.regions.values()) * 60
-        unavoidable = unavoidable_share(m)
+        unavoidable = unavoidable_share(
+            m, returning_targets(scenario, list(_targets(m)), m.minute, rules.policy)
+        )
         avoidable += sum(judged_lost_rps(row, unavoidable) for row in _targets(m).values()) * 60
         missed_regions: set[str] = set()
         for target, row in _targets(m).items():
@@ -409,6 +453,17 @@ def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summar
                     f"{fault.region}: still in Route 53's answers {len(late)} minutes after the "
                     f"{DRAIN_MINUTES}-minute deadline (minute {late[0]}, {fault.kind})"
                 )
+            back_by = None if fault.until is None else fault.until + return_minutes(scenario, policy)
+            if back_by is not None and back_by < len(minutes):
+                # The other side of the allowance above: back within the policy's return, or its room was
+                # withheld from the others' judgement for nothing.
+                share = row_of(minutes[back_by], fault.region).answer_share
+                if share <= 0.01:
+                    violations.append(
+                        f"{fault.region}: not back in Route 53's answers by minute {back_by}, "
+                        f"{return_minutes(scenario, policy)} minutes after its {fault.kind} ended "
+                        f"({share:.1%} of them)"
+                    )
             if fault.until is not None and minutes:
                 last = row_of(minutes[-1], fault.region).weight
                 if last < initial.get(fault.region, 0) / 2:

@@ -54,30 +54,26 @@ def test_a_prompt_costs_its_prefill_bucket_on_an_engine_compiled_with_buckets():
     assert per_host_rps(bucketed, demand) < per_host_rps(plain, demand)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "issue 22, open: on the published profiles a stream holds its slot 2.75x longer (33 ms decode "
-        "steps at batch 32), so even one queued request waits about 1 s: p99 1,096-1,142 ms, 1.6-1.9% "
-        "late. A queue of 0 keeps it within (p99 255-269 ms) but loses more in surge-1.5x-no-event; the "
-        "queue's default is not yet derived from the objective"
-    ),
-)
-def test_an_overloaded_fleet_serves_within_the_objective_only_with_a_short_queue(fleet):
+def test_an_overloaded_fleet_serves_within_the_objective_with_a_short_queue_and_the_wait_budget(fleet):
     """Offered 1.5x its capacity: replicas that let one batch wait (the container's own default) admit
     nearly their capacity and serve almost nothing within the objective (a request waits about a stream
-    for its slot); with a queue of one (settings' default) they shed the excess at the edge and serve what
-    they admit within it, at over 90% of the nominal bound."""
+    for its slot). A queue of one alone sheds the excess but is not enough on the published profiles: a
+    stream holds its slot 33 ms a token, so the one queued request waits about a second (p99 past the
+    objective). With the queue-wait budget as deployed (800 ms: settings' default, 80% of the objective)
+    what waits past it is shed, and the fleet serves what it admits within the objective, at over 90%
+    of the nominal bound."""
     templates, demand, _ = fleet
     hosts = [templates[0].with_count(4), templates[1].with_count(2)]
     capacity = sum(group.count * per_host_rps(group, demand) for group in hosts)
     deep = measure(hosts, 1.5 * capacity, demand, 1000.0, 240.0, seed=5, max_queued=32)
     short = measure(hosts, 1.5 * capacity, demand, 1000.0, 240.0, seed=5, max_queued=1)
-    for *_, admitted in (deep, short):
-        assert admitted < 0.7  # both shed the excess
+    budget = measure(hosts, 1.5 * capacity, demand, 1000.0, 240.0, seed=5, max_queued=1, queue_wait_s=0.8)
+    for *_, admitted in (deep, short, budget):
+        assert admitted < 0.7  # all shed the excess
     assert deep[1] > 0.9  # slow share
-    p99, slow, _, admitted = short
-    assert p99 < 1000 and slow < 0.01
+    assert short[0] > 1000  # the queue of one alone: its p99 past the objective
+    p99, slow, _, admitted = budget
+    assert p99 <= 800 and slow == 0.0
     assert 1.5 * admitted * (1 - slow) > 0.9  # served within the objective, of the nominal capacity
 
 

@@ -301,21 +301,20 @@ def test_the_orchestrator_moves_weight_off_a_region_short_of_capacity(tmp_path_f
     assert run.without_orchestrator is not None and run.without_orchestrator.verdict == "fail"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "issue 22, open: on the published profiles nothing the orchestrator watches sees the slowdown "
-        "before the slowed fleet reaches its throughput limit (its slow share stays under 0.5% until "
-        "then, and weights follow request rates): 3 SLO minutes, 2,008 lost (99 / 1,173,133 without the "
-        "orchestrator). It needs a routing signal that sees a slower fleet, such as time in system "
-        "against its rate"
-    ),
-)
 def test_the_orchestrator_moves_weight_off_a_slowly_degrading_region(tmp_path_factory):
+    """No health check and no failed request sees it, and the slow share stays low until the slowed fleet
+    reaches its bound: the orchestrator sees its requests take longer than the other regions' (time in
+    system against its rate: policy.slower_than_typical) and moves weight off before it sheds."""
     run = result("slow-degradation", tmp_path_factory)
     assert run.summary.verdict == "pass", run.summary.violations
+    assert run.summary.slo_minutes == 0 and run.summary.requests_lost == 0
     figures = run.summary.counterfactual
     assert figures["slo_minutes"]["on"] < figures["slo_minutes"]["off"]
+    weights = series(run, "us-east-2", "weight")
+    sheds = series(run, "us-east-2", "shed_rps")
+    fault = run.scenario.faults[0]
+    assert weights[fault.at + fault.ramp_minutes] < weights[fault.at] / 2, "weight moved off it"
+    assert max(sheds[fault.at :]) == 0, "before it shed"
 
 
 def test_the_orchestrator_makes_the_day_better_with_metrics_2_minutes_late(tmp_path_factory):

@@ -275,3 +275,38 @@ def test_a_grant_on_other_resources_or_under_a_condition_is_no_grant(assembly, t
     for number, edit in enumerate((elsewhere, conditional)):
         fleets = read_deployment(edited(assembly, tmp_path / str(number), edit)).cells[REGION].fleets
         assert not any(f.leaves_on_death for f in fleets), edit.__name__
+
+
+def test_two_game_days_of_one_config_synthesizing_together_both_get_the_whole_assembly(tmp_path, monkeypatch):
+    """make -j, or a CI matrix, starts two game days of one config at once: each synthesizes into a
+    directory of its own, and the one that finishes second keeps the first's assembly. (The synth is a
+    stand-in here that writes a manifest after both runs started: the real one takes half a minute; what
+    is tested is where each writes and what each returns.)"""
+    import subprocess
+    import threading
+
+    from gameday import templates
+
+    started = threading.Barrier(2, timeout=30)
+    outdirs = []
+
+    def fake_synth(command, **_):
+        outdir = Path(command[-1])
+        outdirs.append(outdir)
+        started.wait()  # both runs are inside their synth before either writes
+        (outdir / "manifest.json").write_text("{}")
+        (outdir / "tree.json").write_text(str(threading.get_ident()))
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(templates.subprocess, "run", fake_synth)
+    config = REPO / "config" / "prime-day.yaml"
+    results = []
+    runs = [threading.Thread(target=lambda: results.append(synthesize(config, tmp_path))) for _ in range(2)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join(timeout=60)
+    assert len(set(outdirs)) == 2  # each run its own directory
+    assert len(results) == 2 and results[0] == results[1]
+    assert (results[0] / "manifest.json").is_file() and (results[0] / "tree.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [results[0].name]  # no partial left behind

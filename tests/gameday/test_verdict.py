@@ -127,17 +127,20 @@ def test_lost_requests_are_held_to_the_scenarios_budget():
     )
 
 
+# A target offered 300 rps, serving 200 and shedding the other 100 at its edge.
+SHEDDING_A_THIRD = {
+    "offered_rps": 300.0,
+    "served_rps": 200.0,
+    "good_rps": 200.0,
+    "shed_rps": 100.0,
+    "overload_shed_rps": 100.0,
+}
+
+
 def us_east_2_shedding_a_third(**more: float) -> dict:
     """30 minutes of us-east-2 offered 300 rps, serving 200 and shedding 100, no room elsewhere."""
     full = {(m, name): {"capacity_rps": 100.0} for m in range(30) for name in WEIGHTS}
-    shedding = {
-        "offered_rps": 300.0,
-        "served_rps": 200.0,
-        "good_rps": 200.0,
-        "shed_rps": 100.0,
-        "overload_shed_rps": 100.0,
-        **more,
-    }
+    shedding = {**SHEDDING_A_THIRD, **more}
     return full | {(m, "us-east-2"): dict(shedding) for m in range(30)}
 
 
@@ -168,6 +171,32 @@ def test_sheds_of_demand_beyond_a_targets_capacity_are_neither_slo_errors_nor_lo
     summary = judge(scenario(lost_requests=0, goodput=0.0), day(changes=within), RULES)
     assert "us-east-2: SLO missed in 30 minutes" in summary.violations[0]
     assert summary.violations[1].startswith("18,000 requests lost")
+
+
+def test_a_saturated_target_with_nowhere_to_send_the_excess_sheds_as_its_curve_does_unjudged():
+    """Offered 2,309 rps against 2,274 it serves at best within the objective, no target with room: it
+    sheds 63, not 35, because a fleet reaches its best only offered well past it (two-regions-lost-at-peak,
+    minute 45). The 28 beyond the excess are the saturation's, not a choice any routing, plan or scaling
+    made; a plan short of what it has is still judged, and so is the same shed while another target has
+    room."""
+    from gameday.verdict import excused_shed_rps, judged_lost_rps
+
+    saturated = RegionMinute(
+        offered_rps=2309.0, capacity_rps=2274.0, planned_capacity_rps=2274.0, shed_rps=63.0
+    )
+    saturated = RegionMinute(**{**vars(saturated), "overload_shed_rps": 63.0})
+    assert excused_shed_rps(saturated, 1.0) == pytest.approx(63.0)
+    # As unavoidable_share gives it when every target is past its basis: 1 but for the sums' rounding.
+    assert excused_shed_rps(saturated, 1.0 - 1e-15) == pytest.approx(63.0)
+    assert judged_lost_rps(saturated, 1.0) == 0.0
+    # Room elsewhere (the share of its excess no target could take: a half): the excess's half alone.
+    assert excused_shed_rps(saturated, 0.5) == pytest.approx(17.5)
+    # Its plan would have had 2,300 serving: the 26 rps the plan would have served beyond its tasks count.
+    short = RegionMinute(**{**vars(saturated), "planned_capacity_rps": 2300.0})
+    assert judged_lost_rps(short, 1.0) == pytest.approx(26.0)
+    # Below its basis it is not saturated: whatever it sheds is judged.
+    below = RegionMinute(**{**vars(saturated), "offered_rps": 2200.0})
+    assert judged_lost_rps(below, 1.0) == pytest.approx(63.0)
 
 
 def test_sheds_within_the_planned_capacity_are_the_systems_loss_beyond_it_overloads():
@@ -343,3 +372,38 @@ def test_a_target_kept_above_the_floor_while_it_fails_is_a_violation():
     drained = {key: {**figures, "weight": 5} if key[0] >= 16 else figures for key, figures in errors.items()}
     summary = judge(scenario(faults), day(changes=drained), RULES)
     assert not any("weight above the floor" in v for v in summary.violations), summary.violations
+
+
+def test_a_region_back_from_an_outage_offers_no_room_until_the_policys_return_and_must_be_back_by_it():
+    """us-west-2 down in minutes 5-9. Back at 10 with room (capacity 200, offered 10), it cannot take
+    us-east-2's excess until the policy's return: its first healthy minute read after the metrics delay
+    (2), the 3 healthy runs the policy trusts it after, and a minute for DNS: minutes 10-15. us-east-2,
+    offered 300 against 200 in minutes 10-17, sheds for want of a room nobody could route to until 16;
+    from 16 those sheds are judged. And us-west-2 must be back in Route 53's answers by minute 16."""
+    from gameday.verdict import return_minutes
+
+    down = {"kind": "region_down", "region": "us-west-2", "at": 5, "until": 10}
+    assert return_minutes(scenario([down]), RULES.policy) == 6
+    gone = {"served_rps": 0.0, "good_rps": 0.0, "capacity_rps": 0.0, "down": True, "answer_share": 0.0}
+    changes = {(m, "us-west-2"): dict(gone) for m in range(5, 10)}
+    back = {"offered_rps": 10.0, "served_rps": 10.0, "good_rps": 10.0, "answer_share": 0.03}
+    changes |= {(m, "us-west-2"): dict(back) for m in range(10, 30)}
+    full = {
+        (m, name): {"capacity_rps": 100.0} for m in range(10, 18) for name in ("us-east-1/1", "us-east-1/2")
+    }
+    changes |= full | {(m, "us-east-2"): dict(SHEDDING_A_THIRD) for m in range(10, 16)}
+    summary = judge(scenario([down]), day(changes=changes), RULES)
+    assert summary.verdict == "pass", summary.violations
+    # Two minutes more of the same sheds, past the return: judged (us-west-2 had room for them).
+    later = changes | {(m, "us-east-2"): dict(SHEDDING_A_THIRD) for m in range(16, 18)}
+    summary = judge(scenario([down]), day(changes=later), RULES)
+    assert summary.violations == (
+        "us-east-2: SLO missed in 2 minutes outside its own faults' grace (first at minute 16)",
+    )
+    # Still out of the answers at minute 16: the allowance is not a free pass.
+    absent = changes | {(16, "us-west-2"): {**back, "answer_share": 0.0}}
+    summary = judge(scenario([down]), day(changes=absent), RULES)
+    assert summary.violations == (
+        "us-west-2: not back in Route 53's answers by minute 16, 6 minutes after its region_down ended "
+        "(0.0% of them)",
+    )
