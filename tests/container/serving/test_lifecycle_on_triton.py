@@ -315,6 +315,11 @@ def test_a_queued_request_without_a_first_token_within_its_budget_is_shed(
             "ENGINE_MAX_NUM_SEQS": "1",
             "MAX_QUEUED_PER_REPLICA": "1",
             "QUEUE_WAIT_BUDGET_MS": str(QUEUE_WAIT_BUDGET_MS),
+            # The tiny model's whole length (its 4,096 positions), so the stream below holds the slot twice
+            # as long as at the local engine's 2,048: the engine frees the slot when it has generated the
+            # last token, and on a busy machine that came while the client still read the first tokens and
+            # sent the requests below (one was served: CI, 2026-12-06).
+            "ENGINE_MAX_MODEL_LEN": "4096",
         },
     )
     server.start(timeout_s=SERVER_START_TIMEOUT_S)
@@ -328,8 +333,8 @@ def test_a_queued_request_without_a_first_token_within_its_budget_is_shed(
                     client.ask(
                         "hold the slot",
                         model="passthrough",
-                        # The model's whole length: seconds of decoding, far beyond the sheds below.
-                        sampling={"max_tokens": 2000, "ignore_eos": True},
+                        # About 14 s of decoding on a quiet machine, far beyond the sheds below.
+                        sampling={"max_tokens": 4000, "ignore_eos": True},
                         on_chunk=lambda _text: first_token.set(),
                         timeout_s=600,
                     )
