@@ -483,7 +483,6 @@ class StreamingModel:
                 else None
             )
             self.live.pop(live.request_id, None)
-            self._publish_counts()
             if not self.live:
                 self._busy_since = None
                 self.engine_stats.idle()
@@ -507,6 +506,9 @@ class StreamingModel:
                     live.request_id, outcome, ttft_ms, output_tokens, input_tokens, properties, waited_ms
                 )
             )
+            # After its record: both go through the outbox in order, so a reader that sees the request out
+            # of flight sees its counters too (the gauge once fell first, and a test read between the two).
+            self._publish_counts()
 
     def _request_failed(self, live, err: Exception) -> None:
         if self._engine_dead(err):
