@@ -36,7 +36,8 @@ def main() -> int:
     result = run_scenario(args.scenario, profile=args.profile)
     slo_errors = result.scenario.slo.error_share
     policy = result.rules.policy if result.rules else None
-    found = judged_minutes(result.minutes, result.scenario, policy)
+    weight_sum = sum(result.rules.initial_weights.values()) if result.rules else 100
+    found = judged_minutes(result.minutes, result.scenario, policy, weight_sum)
     print("\n".join(render(found, slo_errors or args.slo_errors)))
     print(f"verdict: {result.summary.verdict}")
     for violation in result.summary.violations:

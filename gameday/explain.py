@@ -13,7 +13,17 @@ from dataclasses import dataclass
 
 from gameday.loop import Minute
 from gameday.scenario import Scenario
-from gameday.verdict import _targets, judged_errors, judged_lost_rps, returning_targets, unavoidable_share
+from gameday.verdict import (
+    _targets,
+    even_level,
+    held_to_their_scale_in,
+    judged_errors,
+    judged_lost_rps,
+    metrics_delays,
+    overload_terms,
+    unavoidable_share,
+    weight_unit_rps,
+)
 from orchestrator.routing.policy import PolicyParams
 
 
@@ -37,22 +47,28 @@ class JudgedMinute:
 
 
 def judged_minutes(
-    minutes: Sequence[Minute], scenario: Scenario | None = None, policy: PolicyParams | None = None
+    minutes: Sequence[Minute],
+    scenario: Scenario | None = None,
+    policy: PolicyParams | None = None,
+    weight_sum: int = 100,
 ) -> list[JudgedMinute]:
     """The minutes with requests the verdict judges lost (before any fault's grace: a fault's own target
-    is excused by the SLO rule, not by the budget), each target's figures beside them. With the scenario,
-    targets back from an outage offer no room within the policy's return, as the verdict has it."""
+    is excused by the SLO rule, not by the budget), each target's figures beside them, weighed as the
+    verdict weighs them (each held to what its own scale-in took, `held_to_their_scale_in`;
+    `overload_terms`: room as the control loop could know it, none at targets back
+    from an outage within the policy's return, an even split's sheds within a unit of weight). Without
+    the scenario, every target's room counts from its own minute."""
     found = []
-    for m in minutes:
+    if scenario is None:
+        minutes = held_to_their_scale_in(minutes, [2] * len(minutes))
+        terms = [(unavoidable_share(m), even_level(m), weight_unit_rps(m, weight_sum)) for m in minutes]
+    else:
+        minutes = held_to_their_scale_in(minutes, metrics_delays(scenario, minutes))
+        terms = overload_terms(scenario, minutes, policy or PolicyParams(), weight_sum)
+    for m, (unavoidable, level, unit) in zip(minutes, terms, strict=True):
         rows = _targets(m)
-        returning = (
-            frozenset()
-            if scenario is None
-            else returning_targets(scenario, list(rows), m.minute, policy or PolicyParams())
-        )
-        unavoidable = unavoidable_share(m, returning)
-        lost = sum(judged_lost_rps(row, unavoidable) for row in rows.values()) * 60
-        if lost <= 0:
+        lost = sum(judged_lost_rps(row, unavoidable, level, unit) for row in rows.values()) * 60
+        if round(lost) <= 0:
             continue
         figures = {
             name: TargetFigures(
@@ -62,7 +78,7 @@ def judged_minutes(
                 row.shed_rps,
                 row.weight,
                 row.tasks,
-                judged_errors(row, unavoidable),
+                judged_errors(row, unavoidable, level, unit),
             )
             for name, row in rows.items()
         }

@@ -78,6 +78,9 @@ class RegionMinute:
     # verdict excuses sheds only beyond the larger of this and capacity_rps. 0 under a capacity shortage
     # and while the target is down or unreachable.
     planned_capacity_rps: float = 0.0
+    # The target's serving curve (not in the JSON): the verdict reads from it what an even split of the
+    # minute's demand would have had this target shed (gameday/verdict.py `even_shed_rps`).
+    curve: Curve | None = None
 
     def public(self) -> dict[str, Any]:
         return {
@@ -472,6 +475,7 @@ class Twin:
             return
         # What the serving tasks can serve within the objective (the curve's best: gameday/serving.py).
         row.capacity_rps = capacity * twin.curve.servable
+        row.curve = twin.curve
         # Least outstanding requests: each target takes requests in inverse proportion to how long it holds
         # them, so a dead engine that fails at once draws far more than its share until its target leaves,
         # which is part of the minute (gameday/dead_targets.py).

@@ -8,10 +8,12 @@ nothing. The rules:
   judged on its own rows, a one-cell region on its own;
 - goodput (requests served within the objective over min(offered, the fleets' capacity), over the day)
   per region and overall, against the scenario's threshold;
-- requests lost over the day within the scenario's budget, except those shed at the edge for demand beyond
-  what their target could serve within the objective and beyond what the config's schedule on time would
-  have had serving (shedding that is the answer to overload; goodput judges where it happened); the same
-  excess is not an SLO error;
+- requests lost over the day within the scenario's budget, except overload's sheds at the edge (the same
+  are not SLO errors; goodput judges where they happened): demand beyond what the target could serve within
+  the objective, beyond what the config's schedule on time would have had serving and beyond what its own
+  scale-in took under steady demand, that no other target had room for as the control loop could know it;
+  and what the target's own curve sheds at an even split of the minute's demand, give or take the unit of
+  weight DNS splits by (a fleet sheds a little before its capacity: no routing spares those);
 - a weight moves at most the policy's `max_step` in a minute (its documented limit: the drop step for a
   region on its way to the floor, and the freed weight handed to the best-ranked region when every region
   looks bad); a cell's weight is split inside its region by design and is not held to it;
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gameday.loop import Minute, RegionMinute
 from gameday.scenario import (
@@ -55,6 +57,11 @@ TASK_DROP_SHARE = 0.1  # no minute stops more than this share of a region's serv
 HOST_WAIT_MINUTES = 20  # tasks waiting for hosts get some within this (steps minutes apart, not half-hours)
 SERVING_SHARE_NOT_DRAINED = 0.5  # a region still serving with at least this share of its targets stays in
 HARD_FAULT_ERRORS = 0.05  # server-side error share above which a target may be drained (docs/routing.md)
+# Tasks that came into service in minute k are in the metrics the run of minute k + 1 + delay reads, and its
+# weights reach every client a minute later (Route 53: "generally within 60 seconds").
+SEEN_AFTER_DELAY = 2
+# The day's demand within this of what it was is steady: a scale-in then saw the demand it acted under.
+STEADY_DEMAND = 0.01
 
 
 @dataclass(frozen=True)
@@ -125,21 +132,83 @@ def planned_basis_rps(row: RegionMinute) -> float:
     return max(row.capacity_rps, row.planned_capacity_rps)
 
 
-def unavoidable_share(minute: Minute, returning: frozenset[str] = frozenset()) -> float:
+def _basis_for_room(
+    name: str, row: RegionMinute, returning: frozenset[str], known: dict[str, float] | None
+) -> float:
+    """A target's basis as room for others' excess: no more than the control loop could know of
+    (`known`, `known_bases`), and none of a returning target's beyond what it was offered."""
+    basis = planned_basis_rps(row)
+    if name in returning:
+        basis = min(basis, row.offered_rps)
+    if known is not None:
+        basis = min(basis, known.get(name, basis))
+    return basis
+
+
+def unavoidable_share(
+    minute: Minute, returning: frozenset[str] = frozenset(), known: dict[str, float] | None = None
+) -> float:
     """Of the targets' demand beyond their planned basis, the share no routing could have placed: the
     demand beyond every target's basis together (1 in a global overload, 0 while the excess would fit
     in another target's room). A target in `returning` (back from being down or unreachable, within the
-    policy's documented return: `return_minutes`) offers no room: no routing could have sent it more."""
+    policy's documented return: `return_minutes`) offers no room: no routing could have sent it more.
+    Nor does room the control loop could not yet know of (`known`: each target's basis as the documented
+    loop sees it, `known_bases`): tasks that came into service a minute ago."""
     rows = _targets(minute)
-
-    def basis(name: str, row: RegionMinute) -> float:
-        return min(planned_basis_rps(row), row.offered_rps) if name in returning else planned_basis_rps(row)
-
-    excess = sum(max(r.offered_rps - basis(n, r), 0.0) for n, r in rows.items())
-    beyond_all = max(
-        sum(r.offered_rps for r in rows.values()) - sum(basis(n, r) for n, r in rows.items()), 0.0
-    )
+    excess = sum(max(r.offered_rps - planned_basis_rps(r), 0.0) for r in rows.values())
+    room = sum(max(_basis_for_room(n, r, returning, known) - r.offered_rps, 0.0) for n, r in rows.items())
+    beyond_all = max(excess - room, 0.0)
     return min(beyond_all / excess, 1.0) if excess > 0 else 0.0
+
+
+def even_level(
+    minute: Minute, returning: frozenset[str] = frozenset(), known: dict[str, float] | None = None
+) -> float:
+    """The minute's demand over every target's basis together (as room: `_basis_for_room`): the load an
+    even split would have put on each target, as a share of its basis."""
+    rows = _targets(minute)
+    total = sum(_basis_for_room(n, r, returning, known) for n, r in rows.items())
+    offered = sum(r.offered_rps for r in rows.values())
+    return offered / total if total > 0 else float("inf")
+
+
+def even_shed_rps(row: RegionMinute, level: float, unit_rps: float = 0.0) -> float:
+    """What the target's own curve sheds at the edge at the even split's load (`even_level`), or at its
+    own load where that is lower, on its planned basis: the sheds no routing could have spared it. At
+    random arrivals a fleet sheds before it is offered its capacity (about 1% offered exactly it: its
+    capacity is the most it serves within the objective when offered more), so an even split of demand
+    at 99% of every target's capacity still sheds; those are the fleets' physics, not the routing's."""
+    curve, basis = row.curve, planned_basis_rps(row)
+    if curve is None or not curve.admitted_share or basis <= 0 or row.offered_rps <= 0:
+        return 0.0
+    load = min(level + unit_rps / basis, row.offered_rps / basis)
+    share = 1.0 - curve.admitted(load * curve.servable)
+    return min(row.overload_shed_rps, row.offered_rps * share)
+
+
+def weight_unit_rps(minute: Minute, weight_sum: int) -> float:
+    """The demand one unit of weight carries: Route 53 answers a record by its weight over the group's
+    sum, and weights are whole numbers, so an even split of the minute's demand is within one unit of
+    each record's share and no finer (rounding shares to integers that keep their sum can miss each by up
+    to a unit). `weight_sum`: the configured weights' (the policy may grow it, never below)."""
+    offered = sum(r.offered_rps for r in _targets(minute).values())
+    return offered / weight_sum if weight_sum > 0 else 0.0
+
+
+def known_bases(minutes: Sequence[Minute], lags: Sequence[int]) -> list[dict[str, float]]:
+    """Per minute, each target's basis as the documented control loop can know it: the least of its
+    basis over the last `lags[m]` minutes (tasks that came into service are seen after the metrics'
+    delay, by the next run, and carried by DNS a minute on; tasks gone are gone at once)."""
+    known: list[dict[str, float]] = []
+    for index, m in enumerate(minutes):
+        window = minutes[max(0, index - lags[index]) : index + 1]
+        known.append(
+            {
+                name: min(planned_basis_rps(_targets(w).get(name, row)) for w in window)
+                for name, row in _targets(m).items()
+            }
+        )
+    return known
 
 
 def return_minutes(scenario: Scenario, policy: PolicyParams) -> int:
@@ -165,7 +234,9 @@ def returning_targets(
     return frozenset(t for t in targets for f in ended if f.region in (t, region_of(t)))
 
 
-def excused_shed_rps(row: RegionMinute, unavoidable: float) -> float:
+def excused_shed_rps(
+    row: RegionMinute, unavoidable: float, level: float | None = None, unit_rps: float = 0.0
+) -> float:
     """The sheds at the edge that overload excuses: of the demand beyond the target's planned basis (the
     larger of its capacity and the plan's), the `unavoidable` share, and never more than it shed at the
     edge. Sheds of demand the plan would have served are the system's loss: a raise an hour late sheds
@@ -176,27 +247,35 @@ def excused_shed_rps(row: RegionMinute, unavoidable: float) -> float:
     beyond its tasks): `capacity_rps` is the most its tasks serve within the objective when offered more
     than that, so offered a little past it they serve a little less (at random arrivals a fleet offered
     1.5% past it sheds 2.7%, not 1.5%: the curve's own figures). No routing, plan or scaling could have
-    served that difference; goodput still judges what a saturated target served."""
+    served that difference; goodput still judges what a saturated target served.
+
+    With the even split's `level` (and the demand a unit of weight carries, `unit_rps`), never less than
+    what the target's own curve sheds there (`even_shed_rps`): what no routing could have spared it."""
     basis = planned_basis_rps(row)
+    even = 0.0 if level is None else even_shed_rps(row, level, unit_rps)
     # 1 up to the float sums' rounding: every target past its basis gives excess / excess
     if unavoidable >= 1.0 - 1e-9 and row.offered_rps > basis:
         shortfall = max(row.planned_capacity_rps - row.capacity_rps, 0.0)
-        return max(row.overload_shed_rps - shortfall, 0.0)
+        return max(row.overload_shed_rps - shortfall, even, 0.0)
     excess = max(row.offered_rps - basis, 0.0) * unavoidable
-    return min(row.overload_shed_rps, excess)
+    return max(min(row.overload_shed_rps, excess), even)
 
 
-def judged_lost_rps(row: RegionMinute, unavoidable: float) -> float:
+def judged_lost_rps(
+    row: RegionMinute, unavoidable: float, level: float | None = None, unit_rps: float = 0.0
+) -> float:
     """The failed requests the SLO and the lost-request budget judge: every one, except those shed at the
     edge for demand that neither the target's serving tasks nor its plan could serve within the objective
     and no other target had room for (`excused_shed_rps`). Shedding that is the designed answer to
     overload (docs/routing.md, "Overload is not a fault"). Sheds while another target had room or within
     the plan, engines' errors and requests sent to a target that is down are all judged."""
-    return max(row.shed_rps - excused_shed_rps(row, unavoidable), 0.0)
+    return max(row.shed_rps - excused_shed_rps(row, unavoidable, level, unit_rps), 0.0)
 
 
-def judged_errors(row: RegionMinute, unavoidable: float) -> float:
-    return judged_lost_rps(row, unavoidable) / row.offered_rps if row.offered_rps else 0.0
+def judged_errors(
+    row: RegionMinute, unavoidable: float, level: float | None = None, unit_rps: float = 0.0
+) -> float:
+    return judged_lost_rps(row, unavoidable, level, unit_rps) / row.offered_rps if row.offered_rps else 0.0
 
 
 def confirmed_bad_minutes(bad: Sequence[bool], policy: PolicyParams) -> list[bool]:
@@ -253,6 +332,16 @@ def server_error_share(row: RegionMinute) -> float:
     return max(row.shed_rps - row.overload_shed_rps, 0.0) / row.offered_rps if row.offered_rps else 0.0
 
 
+def metrics_delays(scenario: Scenario, minutes: Sequence[Minute]) -> list[int]:
+    """Per minute, how many minutes after its end a minute's data is readable (the scenario's delay and
+    any `metrics_delay` fault's)."""
+    return [
+        scenario.metrics.delay_minutes
+        + sum(f.minutes for f in scenario.faults if isinstance(f, MetricsDelay) and f.active(m.minute))
+        for m in minutes
+    ]
+
+
 def _fault_end(fault: ServingErrors | EngineDeaths, minute: int) -> int:
     """Engine deaths happen in their minute; serving errors last until `until`, or the whole day."""
     if fault.until is not None:
@@ -302,6 +391,69 @@ def _goodput(minutes: Sequence[Minute]) -> dict[str, float]:
     return {name: min(good[name] / basis[name], 1.0) for name in good if basis[name] > 0}
 
 
+def held_to_their_scale_in(minutes: Sequence[Minute], delays: Sequence[int]) -> list[Minute]:
+    """The minutes with each target's `planned_capacity_rps` raised to the capacity its own scaling took
+    away under demand it could see: a target that stops serving tasks in a minute it is offered more than
+    it can then serve, while the day's demand is no higher than in the newest minute its metrics showed
+    (`delays`: the metrics delay, a minute more for the scaling to act on it), scaled itself into overload
+    with nothing hidden from it. Until its capacity is back to what it had before, or the day's demand
+    grows past what it was then, sheds within that capacity are the system's loss, not overload's (the
+    same as a raise late: what it had would have served them). A scale-in that leaves room for the
+    minute's demand is the scaling's ordinary work; one that meets a surge its metrics could not show yet
+    is the surge's, judged as any overload."""
+    held: dict[str, tuple[float, float]] = {}  # target -> (capacity before, the day's demand then)
+    adjusted = []
+    previous: dict[str, RegionMinute] = {}
+    totals = [sum(r.offered_rps for r in _targets(m).values()) for m in minutes]
+    for index, m in enumerate(minutes):
+        total = totals[index]
+        seen = totals[max(0, index - delays[index] - 1)]
+        cells = {}
+        for name, row in _targets(m).items():
+            before = previous.get(name)
+            if (
+                before is not None
+                and row.stopped > 0
+                and not row.down
+                and row.offered_rps > row.capacity_rps
+                and total <= seen * (1 + STEADY_DEMAND)
+            ):
+                kept, demand = held.get(name, (0.0, 0.0))
+                held[name] = (max(kept, before.capacity_rps), max(demand, total))
+            kept, demand = held.get(name, (0.0, 0.0))
+            if kept <= row.capacity_rps or row.down or total > demand * (1 + STEADY_DEMAND):
+                held.pop(name, None)
+                kept = 0.0
+            cells[name] = (
+                replace(row, planned_capacity_rps=max(row.planned_capacity_rps, kept)) if kept else row
+            )
+        previous = _targets(m)
+        adjusted.append(replace(m, cells=cells) if m.cells else replace(m, regions=cells))
+    return adjusted
+
+
+def overload_terms(
+    scenario: Scenario, minutes: Sequence[Minute], policy: PolicyParams, weight_sum: int
+) -> list[tuple[float, float, float]]:
+    """Per minute, what the overload rules weigh each target's sheds against: the share of the excess no
+    routing could have placed (`unavoidable_share`), the even split's load (`even_level`) and the demand a
+    unit of weight carries (`weight_unit_rps`), with room counted as the control loop could know it
+    (`known_bases`) and returning targets offering none (`returning_targets`)."""
+    delays = metrics_delays(scenario, minutes)
+    known = known_bases(minutes, [delay + SEEN_AFTER_DELAY for delay in delays])
+    terms = []
+    for m, known_now in zip(minutes, known, strict=True):
+        returning = returning_targets(scenario, list(_targets(m)), m.minute, policy)
+        terms.append(
+            (
+                unavoidable_share(m, returning, known_now),
+                even_level(m, returning, known_now),
+                weight_unit_rps(m, weight_sum),
+            )
+        )
+    return terms
+
+
 def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summary:
     violations: list[str] = []
     regions = list(minutes[0].regions) if minutes else []
@@ -309,16 +461,18 @@ def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summar
     lost = 0.0
     outside: dict[str, list[int]] = {}
     avoidable = 0.0  # lost beyond the demand no target could serve: what the budget judges
-    for m in minutes:
+    delays = metrics_delays(scenario, minutes)
+    # What each target is held to: its plan, and what its own scaling took below its demand.
+    held = held_to_their_scale_in(minutes, delays)
+    terms = overload_terms(scenario, held, rules.policy, sum(rules.initial_weights.values()))
+    for m, (unavoidable, level, unit) in zip(held, terms, strict=True):
         lost += sum(row.shed_rps for row in m.regions.values()) * 60
-        unavoidable = unavoidable_share(
-            m, returning_targets(scenario, list(_targets(m)), m.minute, rules.policy)
-        )
-        avoidable += sum(judged_lost_rps(row, unavoidable) for row in _targets(m).values()) * 60
+        avoidable += sum(judged_lost_rps(row, unavoidable, level, unit) for row in _targets(m).values()) * 60
         missed_regions: set[str] = set()
         for target, row in _targets(m).items():
             if row.offered_rps > 0 and (
-                row.ttft_p99_ms > rules.slo_ms or judged_errors(row, unavoidable) > rules.slo_errors
+                row.ttft_p99_ms > rules.slo_ms
+                or judged_errors(row, unavoidable, level, unit) > rules.slo_errors
             ):
                 missed_regions.add(region_of(target))
                 if not excused(scenario, target, m.minute):
@@ -336,7 +490,8 @@ def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summar
     for name, share in goodput.items():
         if share < threshold:
             violations.append(f"{name}: goodput {share:.2%} below {threshold:.2%}")
-    if avoidable > scenario.judge.lost_requests:
+    # Whole requests: the twin's rates leave fractions of one.
+    if round(avoidable) > scenario.judge.lost_requests:
         budget = scenario.judge.lost_requests
         violations.append(
             f"{round(avoidable):,} requests lost (of {round(lost):,}; the rest shed for demand beyond what "
@@ -406,11 +561,6 @@ def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summar
                     f"{name}: drained in minute {current.minute} while {share:.0%} of its targets served"
                 )
 
-    delays = [
-        scenario.metrics.delay_minutes
-        + sum(f.minutes for f in scenario.faults if isinstance(f, MetricsDelay) and f.active(m.minute))
-        for m in minutes
-    ]
     api_faults = [
         any(isinstance(f, ApiErrors) and f.active(m.minute) for f in scenario.faults) for m in minutes
     ]

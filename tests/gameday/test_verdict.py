@@ -5,9 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gameday.loop import Minute, RegionMinute, region_row
-from gameday.scenario import Counterfactual, Judge, Scenario
+from gameday.scenario import Counterfactual, Judge, Metrics, Scenario
+from gameday.serving import Curve
 from gameday.verdict import Rules, Summary, compare, excused, judge
 
 WEIGHTS = {"us-east-1/1": 25, "us-east-1/2": 25, "us-west-2": 30, "us-east-2": 20}
@@ -407,3 +410,178 @@ def test_a_region_back_from_an_outage_offers_no_room_until_the_policys_return_an
         "us-west-2: not back in Route 53's answers by minute 16, 6 minutes after its region_down ended "
         "(0.0% of them)",
     )
+
+
+# A fleet's response to load as the twin's curves have it (gameday/serving.py), by hand: offered at its
+# nominal capacity it admits 98.5%, and it serves at best 1.02 of it (`servable`) offered 1.5 times that.
+CURVE = Curve(
+    utilisation=(0.5, 0.9, 0.95, 1.0, 1.5, 2.0),
+    ttft_p99_ms=(300.0,) * 6,
+    slow_share=(0.0,) * 6,
+    seconds_in_system=(5.0,) * 6,
+    threshold_ms=1000.0,
+    per_host_rps={"inf2.48xlarge": 10.0},
+    admitted_share=(1.0, 1.0, 0.998, 0.985, 0.68, 0.51),
+)
+
+
+def on_the_curve(offered: float, capacity: float = 200.0) -> dict:
+    """A target's figures offered `offered` requests/s with `capacity` within the objective, shedding at
+    the edge what CURVE sheds at that load."""
+    shed = offered * (1.0 - CURVE.admitted(offered / capacity * CURVE.servable))
+    return {
+        "offered_rps": offered,
+        "served_rps": offered - shed,
+        "good_rps": offered - shed,
+        "shed_rps": shed,
+        "overload_shed_rps": shed,
+        "capacity_rps": capacity,
+        "curve": CURVE,
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(level=st.floats(min_value=0.5, max_value=1.6))
+def test_demand_split_evenly_sheds_as_the_fleets_curve_does_and_none_of_it_is_judged(level):
+    """Every target offered the same share of its capacity: no routing could do better, so whatever the
+    fleets' own curve sheds there is overload's, at any load. Before, a fleet at 95-100% of its capacity,
+    where random arrivals already find every slot full now and then (about 1% offered exactly its
+    capacity), had every shed judged while all the others had a few percent of room: a judge harder on a
+    day at 98% than on one at 102%."""
+    even = {(m, name): on_the_curve(level * 200.0) for m in range(30) for name in WEIGHTS}
+    summary = judge(scenario(lost_requests=0, goodput=0.0), day(changes=even), RULES)
+    assert summary.verdict == "pass", summary.violations
+
+
+def test_a_target_beyond_the_even_split_by_more_than_a_unit_of_weight_is_judged_for_the_difference():
+    """Three targets at 90% of their capacity and us-east-2 at 110%: 760 requests/s over 800 of capacity,
+    an even split at 95%. A unit of weight (of the configured 100) carries 7.6 requests/s, 3.8% of a
+    target's capacity: routing can place a target's share no closer than that, so us-east-2 is excused
+    what its curve sheds at 98.8% of its capacity and judged the rest. Within a unit of the even split it
+    is excused all."""
+    from gameday.verdict import even_level, judged_lost_rps, unavoidable_share, weight_unit_rps
+
+    rows = {name: on_the_curve(180.0) for name in WEIGHTS}
+    rows["us-east-2"] = on_the_curve(220.0)
+    [minute] = day(1, {(0, name): figures for name, figures in rows.items()})
+    assert even_level(minute) == pytest.approx(0.95)
+    assert weight_unit_rps(minute, 100) == pytest.approx(7.6)
+    assert unavoidable_share(minute) == 0.0  # its 20 requests/s beyond its capacity fit in the others' room
+    over = minute.cells["us-east-2"]
+    allowed = 220.0 * (1.0 - CURVE.admitted((0.95 + 7.6 / 200) * CURVE.servable))
+    assert 0 < allowed < over.overload_shed_rps
+    assert judged_lost_rps(over, 0.0, 0.95, 7.6) == pytest.approx(over.overload_shed_rps - allowed)
+    summary = judge(
+        scenario(lost_requests=0, goodput=0.0),
+        day(changes={(m, name): figures for m in range(30) for name, figures in rows.items()}),
+        RULES,
+    )
+    assert "us-east-2: SLO missed in 30 minutes" in summary.violations[0]
+    # Within a unit of the even split (0.95 + 3.8% of 200 = 197.6 requests/s), the others a little under it.
+    near = {**{name: on_the_curve(188.0) for name in WEIGHTS}, "us-east-2": on_the_curve(196.0)}
+    [minute] = day(1, {(0, name): figures for name, figures in near.items()})
+    level = even_level(minute)
+    assert level == pytest.approx(0.95) and minute.cells["us-east-2"].overload_shed_rps > 0
+    assert all(
+        judged_lost_rps(row, unavoidable_share(minute), level, weight_unit_rps(minute, 100)) == 0.0
+        for row in minute.cells.values()
+    )
+
+
+def test_room_that_came_into_service_before_the_control_loop_can_see_it_is_not_room():
+    """us-east-2 is offered 250 requests/s against 200 all day and every other target is full, until
+    us-west-2's new tasks double its capacity at minute 10. Its tasks are in the metrics the run of minute
+    13 reads (2 minutes late) and its weights reach every client at 14: until then no routing could have
+    sent it us-east-2's excess. From minute 14 the room is there and us-east-2's sheds are judged."""
+    full = {"offered_rps": 200.0, "capacity_rps": 200.0}
+    shedding = {
+        "offered_rps": 250.0,
+        "served_rps": 200.0,
+        "good_rps": 200.0,
+        "shed_rps": 50.0,
+        "overload_shed_rps": 50.0,
+        "capacity_rps": 200.0,
+    }
+    changes = {}
+    for m in range(30):
+        for name in ("us-east-1/1", "us-east-1/2", "us-west-2"):
+            changes[(m, name)] = full
+        changes[(m, "us-east-2")] = shedding
+        if m >= 10:
+            changes[(m, "us-west-2")] = {**full, "capacity_rps": 400.0}
+    summary = judge(scenario(lost_requests=0, goodput=0.0), day(changes=changes), RULES)
+    assert summary.violations[0] == (
+        "us-east-2: SLO missed in 16 minutes outside its own faults' grace (first at minute 14)"
+    )
+    assert summary.violations[1].startswith(f"{50 * 60 * 16:,} requests lost")
+    # A scenario whose metrics come 4 minutes late gives the loop two minutes more.
+    late = Scenario(**{**vars(scenario(lost_requests=0, goodput=0.0)), "metrics": Metrics(delay_minutes=4)})
+    assert "first at minute 16" in judge(late, day(changes=changes), RULES).violations[0]
+
+
+def test_a_target_that_scales_itself_into_overload_is_held_to_the_capacity_it_had():
+    """us-east-2 serves 190 requests/s of its 200 while every other target is full; at minute 10 its
+    scaling stops 2 tasks and leaves it 180: it sheds 10 a second from then on, with no room anywhere.
+    Overload? No: it had the room and gave it up under demand that needed it, so until its capacity is
+    back, those sheds are the system's (the scale-in cooldown at 60 s did this on after-midnight). A
+    scale-in that leaves room for the minute's demand is ordinary: demand that grows past it later sheds
+    as overload."""
+    full = {"offered_rps": 200.0, "capacity_rps": 200.0}
+    shed = {"served_rps": 180.0, "good_rps": 180.0, "shed_rps": 10.0, "overload_shed_rps": 10.0}
+    changes = {}
+    for m in range(30):
+        for name in ("us-east-1/1", "us-east-1/2", "us-west-2"):
+            changes[(m, name)] = full
+        changes[(m, "us-east-2")] = {"offered_rps": 190.0, "capacity_rps": 200.0}
+        if m >= 10:
+            changes[(m, "us-east-2")] = {"offered_rps": 190.0, "capacity_rps": 180.0, **shed}
+    changes[(10, "us-east-2")]["stopped"] = 2
+    summary = judge(scenario(lost_requests=0, goodput=0.0), day(changes=changes), RULES)
+    assert summary.violations[0] == (
+        "us-east-2: SLO missed in 20 minutes outside its own faults' grace (first at minute 10)"
+    )
+    # Back to 200 at minute 20: from then on it is held to what it has.
+    for m in range(20, 30):
+        changes[(m, "us-east-2")] = {"offered_rps": 210.0, "capacity_rps": 200.0, **shed}
+    summary = judge(scenario(lost_requests=0, goodput=0.0), day(changes=changes), RULES)
+    assert summary.violations[0] == (
+        "us-east-2: SLO missed in 10 minutes outside its own faults' grace (first at minute 10)"
+    )
+    # The same scale-in at 170 requests/s left it room: demand grown past it at minute 15 is overload.
+    for m in range(10, 30):
+        offered = 170.0 if m < 15 else 190.0
+        changes[(m, "us-east-2")] = {
+            "offered_rps": offered,
+            "capacity_rps": 180.0,
+            **(shed if m >= 15 else {}),
+        }
+    changes[(10, "us-east-2")]["stopped"] = 2
+    assert judge(scenario(lost_requests=0, goodput=0.0), day(changes=changes), RULES).verdict == "pass"
+
+
+def test_a_scale_in_that_meets_a_surge_its_metrics_could_not_show_yet_is_the_surges():
+    """The same scale-in at minute 10, but the day's demand had risen since minute 7, the newest its
+    scaling could have read (metrics 2 minutes late, a minute to act): it acted on a quieter day than the
+    one it met. Its sheds are judged as any overload's, and here no target had room."""
+    full = {"offered_rps": 200.0, "capacity_rps": 200.0}
+    surging = {"offered_rps": 230.0, "capacity_rps": 200.0, "served_rps": 200.0, "good_rps": 200.0}
+    surging |= {"shed_rps": 30.0, "overload_shed_rps": 30.0}
+    shed = {"served_rps": 180.0, "good_rps": 180.0, "shed_rps": 20.0, "overload_shed_rps": 20.0}
+    changes = {}
+    for m in range(30):
+        for name in ("us-east-1/1", "us-east-1/2"):
+            changes[(m, name)] = surging if m >= 9 else full
+        changes[(m, "us-west-2")] = full
+        changes[(m, "us-east-2")] = full
+        if m >= 10:
+            changes[(m, "us-east-2")] = {"offered_rps": 200.0, "capacity_rps": 180.0, **shed}
+    changes[(10, "us-east-2")]["stopped"] = 2
+    summary = judge(scenario(lost_requests=0, goodput=0.0), day(changes=changes), RULES)
+    assert summary.verdict == "pass", summary.violations
+    # The same minutes with the surge a minute earlier than the scaling could not see either: still the
+    # surge's. Seen (from minute 6 on, read at minute 10): the scale-in is the system's.
+    for m in range(5, 9):
+        for name in ("us-east-1/1", "us-east-1/2"):
+            changes[(m, name)] = surging
+    summary = judge(scenario(lost_requests=0, goodput=0.0), day(changes=changes), RULES)
+    assert summary.violations[0].startswith("us-east-2: SLO missed in 20 minutes")
