@@ -1,11 +1,12 @@
 """Where a game day's judged losses come from: every minute in which some routing target loses requests the
 verdict judges, with what each target was offered, could serve, had serving and weighed that minute.
 
-The verdict (gameday/verdict.py) excuses sheds only for demand beyond every target's room together; a
-minute it judges is one in which a target shed while another had room, or shed below its own capacity. This
-prints those minutes side by side for every target, so the cause reads off the row: a weight a unit off a
-target's capacity, tasks come into service that the weights do not follow yet, a fleet shedding below what
-it serves within the objective. The figures are the verdict's own functions on the twin's minutes.
+The verdict (gameday/verdict.py, "overload's sheds") excuses what no routing could have spared: demand
+beyond every target's known room together, and what a target's own curve sheds at an even split of the
+minute's demand within a unit of weight. A minute it judges is one in which a target shed past that while
+another had room the control loop knew of, or shed within what its plan or its own scale-in had it hold.
+This prints those minutes side by side for every target, so the cause reads off the row. The figures are
+the verdict's own functions on the twin's minutes.
 
     .venv/bin/python bench/gameday_judged.py scenarios/gameday/NAME.yaml [--profile low|nominal|high]
         [--slo-errors SHARE]

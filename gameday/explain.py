@@ -1,10 +1,10 @@
 """Where a game day's judged losses come from: the minutes in which some routing target loses requests
 the verdict judges, with what each target was offered, could serve, had serving and weighed
-(bench/gameday_judged.py prints them). The verdict excuses sheds only for demand beyond every target's
-room together: a minute it judges is one in which a target shed while another had room, or shed below its
-own capacity, and the row says which (a weight a unit off a target's capacity, tasks come into service
-that the weights do not follow yet, a fleet shedding below what it serves within the objective). The
-figures are the verdict's own."""
+(bench/gameday_judged.py prints them). The verdict excuses as overload's the sheds no routing could have
+spared: demand beyond every target's room together (room counted once the control loop can know it) and
+what a target's own curve sheds at an even split of the minute's demand, within a unit of weight. A minute
+it judges is one in which a target shed past that while another had known room, or shed within what its
+plan or its own scale-in had it hold, and the row says which. The figures are the verdict's own."""
 
 from __future__ import annotations
 
