@@ -8,6 +8,7 @@ started is left running afterwards.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import re
@@ -324,7 +325,7 @@ def test_a_queued_request_without_a_first_token_within_its_budget_is_shed(
     server.start(timeout_s=SERVER_START_TIMEOUT_S)
     in_flight_key = 'llm_requests_in_flight{model="passthrough",replica="0"}'
     try:
-        held: list[tuple[int, str]] = []
+        held: list[tuple[int, str, float]] = []
 
         def hold_the_slot() -> None:
             # Not streamed: its one response comes when the engine has made its last token, so it leaves no
@@ -339,40 +340,50 @@ def test_a_queued_request_without_a_first_token_within_its_budget_is_shed(
                 method="POST",
             )
             with urllib.request.urlopen(generate, timeout=600) as response:
-                held.append((response.status, response.read().decode()))
+                held.append((response.status, response.read().decode(), time.monotonic()))
 
+        # Both queued requests' connections are open before the slot is taken: on a busy machine setting one
+        # up has taken seconds (a gRPC stream 17 s, beside two CPU hogs), and the test is about when the
+        # model answers, not when the client gets a connection.
+        grpc_client = StreamingClient(server.grpc_url)
+        assert grpc_client.client.is_server_ready()
+        host, port = server.http_url.rsplit(":", 1)
+        http_connection = http.client.HTTPConnection(host, int(port), timeout=120)
+        http_connection.connect()
         holder = threading.Thread(target=hold_the_slot)
         holder.start()
         assert wait_for(lambda: read_metrics(server).get(in_flight_key) == 1, timeout_s=120), (
             "the long request never reached the model"
         )
-        with StreamingClient(server.grpc_url) as client:
-            queued = client.ask("wait for the slot", model="passthrough", sampling={"max_tokens": 8})
+        with grpc_client:
+            queued = grpc_client.ask("wait for the slot", model="passthrough", sampling={"max_tokens": 8})
+        grpc_answered = time.monotonic()
         started = time.monotonic()
-        request = urllib.request.Request(
-            f"http://{server.http_url}/v2/models/passthrough/generate",
-            data=json.dumps({"text_input": "wait again", "parameters": {"max_tokens": 8}}).encode(),
-            method="POST",
+        http_connection.request(
+            "POST",
+            "/v2/models/passthrough/generate",
+            body=json.dumps({"text_input": "wait again", "parameters": {"max_tokens": 8}}),
+            headers={"Content-Type": "application/json"},
         )
-        try:
-            with urllib.request.urlopen(request, timeout=120) as response:
-                status, body = response.status, response.read().decode()
-        except urllib.error.HTTPError as err:
-            status, body = err.code, err.read().decode()
+        with http_connection.getresponse() as response:
+            status, body = response.status, response.read().decode()
+        http_connection.close()
         http_s = time.monotonic() - started
         slot_still_held = holder.is_alive()
         holder.join(timeout=600)
         with StreamingClient(server.grpc_url) as client:
             after = client.ask("after the sheds", model="passthrough", sampling={"max_tokens": 8})
 
+        # Shed while the long request still held the slot, not served after it: the property, whatever the
+        # machine's speed (a bar in seconds here failed a shed answered in 7.7 s on a busy CI machine).
         assert slot_still_held, "the queued requests were answered only once the long request had ended"
+        assert held and grpc_answered < held[0][2], "the gRPC request was answered after the long one ended"
         cause = f"no batch slot freed within {QUEUE_WAIT_BUDGET_MS} ms of arrival"
         assert queued.error and "overloaded" in queued.error and cause in queued.error, queued.error
-        # Not before its budget, and not much after it (generous for a busy machine).
-        assert QUEUE_WAIT_BUDGET_MS / 1000 <= queued.total_s < 5, f"shed after {queued.total_s:.2f} s"
+        assert queued.total_s >= QUEUE_WAIT_BUDGET_MS / 1000, f"shed after {queued.total_s:.2f} s"
         # The model answers UNAVAILABLE; Triton 2.51's generate endpoint answers any model error 400.
         assert status in (400, 503) and cause in body, (status, body)
-        assert QUEUE_WAIT_BUDGET_MS / 1000 <= http_s < 5, f"shed after {http_s:.2f} s"
+        assert http_s >= QUEUE_WAIT_BUDGET_MS / 1000, f"shed after {http_s:.2f} s"
         assert held and held[0][0] == 200, held
         assert after.error is None, after.error
         assert http_server_ready(server) and grpc_server_ready(server)
