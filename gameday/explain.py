@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gameday.loop import Minute
-from gameday.scenario import Scenario
+from gameday.scenario import Metrics, Scenario
 from gameday.verdict import (
     _targets,
     even_level,
@@ -60,11 +60,12 @@ def judged_minutes(
     the scenario, every target's room counts from its own minute."""
     found = []
     if scenario is None:
-        minutes = held_to_their_scale_in(minutes, [2] * len(minutes))
+        minutes = held_to_their_scale_in(minutes, [Metrics().delay_minutes] * len(minutes))
         terms = [(unavoidable_share(m), even_level(m), weight_unit_rps(m, weight_sum)) for m in minutes]
     else:
-        minutes = held_to_their_scale_in(minutes, metrics_delays(scenario, minutes))
-        terms = overload_terms(scenario, minutes, policy or PolicyParams(), weight_sum)
+        delays = metrics_delays(scenario, minutes)
+        minutes = held_to_their_scale_in(minutes, delays)
+        terms = overload_terms(scenario, minutes, policy or PolicyParams(), weight_sum, delays)
     for m, (unavoidable, level, unit) in zip(minutes, terms, strict=True):
         rows = _targets(m)
         lost = sum(judged_lost_rps(row, unavoidable, level, unit) for row in rows.values()) * 60

@@ -433,13 +433,17 @@ def held_to_their_scale_in(minutes: Sequence[Minute], delays: Sequence[int]) -> 
 
 
 def overload_terms(
-    scenario: Scenario, minutes: Sequence[Minute], policy: PolicyParams, weight_sum: int
+    scenario: Scenario,
+    minutes: Sequence[Minute],
+    policy: PolicyParams,
+    weight_sum: int,
+    delays: Sequence[int],
 ) -> list[tuple[float, float, float]]:
     """Per minute, what the overload rules weigh each target's sheds against: the share of the excess no
     routing could have placed (`unavoidable_share`), the even split's load (`even_level`) and the demand a
     unit of weight carries (`weight_unit_rps`), with room counted as the control loop could know it
-    (`known_bases`) and returning targets offering none (`returning_targets`)."""
-    delays = metrics_delays(scenario, minutes)
+    (`known_bases`) and returning targets offering none (`returning_targets`). `delays`: the day's
+    `metrics_delays`."""
     known = known_bases(minutes, [delay + SEEN_AFTER_DELAY for delay in delays])
     terms = []
     for m, known_now in zip(minutes, known, strict=True):
@@ -464,7 +468,7 @@ def judge(scenario: Scenario, minutes: Sequence[Minute], rules: Rules) -> Summar
     delays = metrics_delays(scenario, minutes)
     # What each target is held to: its plan, and what its own scaling took below its demand.
     held = held_to_their_scale_in(minutes, delays)
-    terms = overload_terms(scenario, held, rules.policy, sum(rules.initial_weights.values()))
+    terms = overload_terms(scenario, held, rules.policy, sum(rules.initial_weights.values()), delays)
     for m, (unavoidable, level, unit) in zip(held, terms, strict=True):
         lost += sum(row.shed_rps for row in m.regions.values()) * 60
         avoidable += sum(judged_lost_rps(row, unavoidable, level, unit) for row in _targets(m).values()) * 60
