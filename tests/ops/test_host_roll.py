@@ -387,3 +387,18 @@ def test_a_problem_after_stable_stops_the_cells_wave_before_its_bake():
     assert rolled == [REGION]  # not the global stack: it runs no hosts
     assert outcome.stopped_at == waves[1] and outcome.problems == ["canary in ALARM"]
     assert baked == []
+
+
+def test_make_deploy_passes_the_freeze_flag_to_its_preflight(monkeypatch, tmp_path):
+    """Rolled deliberately, the preflight's freeze finding must not stop the deploy that was asked for."""
+    import ops.preflight.__main__ as preflight
+    from ops.deploy_waves import _run_preflight
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(preflight, "main", lambda argv, session_factory: seen.append(argv) or 0)
+    _run_preflight("c.yaml", tmp_path, object(), roll_ami_in_freeze=True)
+    _run_preflight("c.yaml", tmp_path, object())
+    assert seen == [
+        ["c.yaml", "--assembly", str(tmp_path), FREEZE_FLAG],
+        ["c.yaml", "--assembly", str(tmp_path)],
+    ]
