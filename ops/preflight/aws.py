@@ -210,8 +210,8 @@ def fleet_groups(autoscaling: Any, ec2: Any, project: str, cell: str | None = No
             members = [i for i in group.get("Instances", []) if i.get("LifecycleState") not in LEAVING_STATES]
             images = _instance_images(ec2, [i["InstanceId"] for i in members])
             template_image, template_type = _template_image(ec2, group.get("LaunchTemplate"))
-            types = {i.get("InstanceType") for i in members} - {None}
-            instance_type = template_type or (types.pop() if len(types) == 1 else "")
+            launched = {i.get("InstanceType") for i in members} - {None}
+            instance_type = template_type or (launched.pop() if len(launched) == 1 else "")
             hosts = {i["InstanceId"]: images[i["InstanceId"]] for i in members if i["InstanceId"] in images}
             groups.append(FleetGroup(group["AutoScalingGroupName"], instance_type, template_image, hosts))
     return groups

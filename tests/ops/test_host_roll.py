@@ -402,3 +402,17 @@ def test_make_deploy_passes_the_freeze_flag_to_its_preflight(monkeypatch, tmp_pa
         ["c.yaml", "--assembly", str(tmp_path), FREEZE_FLAG],
         ["c.yaml", "--assembly", str(tmp_path)],
     ]
+
+
+def test_a_fleet_with_no_host_yet_is_frozen_on_its_launch_templates_ami(aws, tmp_path):
+    """The event's raise would launch every one of its hosts on the new AMI: a change all the same."""
+    old, new = images(aws)
+    fleet(aws, old, None, hosts=0)
+    aws.real.client("ssm", region_name=REGION).put_parameter(Name=AMI_PARAMETER, Value=new, Type="String")
+    assembly = assembly_with(tmp_path, PEAK_WAVE.stack, AMI_PARAMETER)
+    problems = freeze_problems(aws, PEAK, assembly, PEAK_WAVE, IN_FREEZE, allowed=False)
+    assert (
+        problems[0]
+        == f"{REGION}: hosts-one (inf2.48xlarge) launches {old}; this deploy makes it launch {new}"
+    )
+    assert len(problems) == 2
