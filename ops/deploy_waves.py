@@ -380,13 +380,15 @@ def run_waves(
     before: Callable[[Wave], list[str]] = lambda wave: [],
     stack_state: Callable[[Wave], str] = lambda wave: "",
     global_alarms: Callable[[Wave], tuple[str, ...]] | None = None,
+    after_stable: Callable[[Wave], list[str]] = lambda wave: [],
 ) -> Outcome:
     """Deploy wave after wave until one is not quiet. `read_errors`: what the ECS and CloudWatch reads may
     raise; one of them stops the wave too, since a region nobody can watch is not known to be fine.
     `before`: problems that stop a wave before its deploy (start times passed, a security change nobody
     approved). `stack_state`: the stack's true CloudFormation status after a failed deploy. `global_alarms`:
     the global stack's alarms, read once it is deployed, baked like a region's. `stable_timeout_seconds`
-    overrides each wave's own."""
+    overrides each wave's own. `after_stable`: problems that stop a cell's wave once its services are
+    stable, before its bake (ops/host_roll.py rolls its hosts onto the launch template's AMI there)."""
     outcome = Outcome()
     for wave in waves:
         try:
@@ -422,6 +424,8 @@ def run_waves(
                 problems = wait_until_stable(
                     partial(services, wave.target), timeout, poll_seconds, sleep, clock, log
                 )
+                if not problems:
+                    problems = after_stable(wave)
                 if not problems:
                     log(f"{label}: stable; watching {', '.join(wave.alarms)} for {bake_minutes:g} min")
                     problems = bake(
@@ -494,6 +498,12 @@ def main(
         "security diff is printed and a broadening change stops it",
     )
     parser.add_argument("--skip-preflight", action="store_true", help="do not run the preflight first")
+    parser.add_argument(
+        "--roll-ami-in-freeze",
+        action="store_true",
+        help="roll a change of the hosts' AMI inside the freeze before an event "
+        "(deploy.freeze_hours_before_event), deliberately",
+    )
     parser.add_argument("--poll", type=float, default=POLL_SECONDS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -524,6 +534,8 @@ def main(
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
+    from ops import host_roll  # imports this module: only when deploying
+
     session = (session_factory or boto3.Session)()
     if not has_credentials(session):
         print(
@@ -548,7 +560,8 @@ def main(
             print(f"{assembly} has no stack {', '.join(missing)}; nothing deployed", file=sys.stderr)
             return 1
     if not args.skip_preflight:
-        status = (preflight or _run_preflight)(args.config, args.assembly, session)
+        run_preflight = preflight or partial(_run_preflight, roll_ami_in_freeze=args.roll_ami_in_freeze)
+        status = run_preflight(args.config, args.assembly, session)
         if status != 0:
             print(
                 "preflight: the account cannot take this config yet (above); nothing deployed",
@@ -564,6 +577,10 @@ def main(
 
     def before(wave: Wave) -> list[str]:
         problems = schedule_problems(args.assembly, wave, datetime.now(UTC))
+        if not problems:
+            problems = host_roll.freeze_problems(
+                session, settings, args.assembly, wave, datetime.now(UTC), args.roll_ami_in_freeze
+            )
         if not problems and not args.approve:
             problems = security_diff(cdk, args.assembly, wave.stack)
         return problems
@@ -592,6 +609,9 @@ def main(
         global_alarms=lambda wave: stack_alarms(
             session.client("cloudwatch", region_name=wave.home), wave.stack
         ),
+        after_stable=host_roll.after_stable(
+            session, settings, bake_minutes, poll_seconds=args.poll, sleep=time.sleep, clock=time.monotonic
+        ),
     )
     if outcome.stopped_at is not None:
         print(stop_report(outcome, waves, args.config), file=sys.stderr)
@@ -600,10 +620,11 @@ def main(
     return 0
 
 
-def _run_preflight(config: str, assembly: Path, session: Any) -> int:
+def _run_preflight(config: str, assembly: Path, session: Any, roll_ami_in_freeze: bool = False) -> int:
     from ops.preflight.__main__ import main as preflight_main
 
-    return preflight_main([config, "--assembly", str(assembly)], session_factory=lambda: session)
+    flags = ["--roll-ami-in-freeze"] if roll_ami_in_freeze else []
+    return preflight_main([config, "--assembly", str(assembly), *flags], session_factory=lambda: session)
 
 
 if __name__ == "__main__":

@@ -15,18 +15,21 @@ from rich.console import Console
 from rich.table import Table
 
 from ops.compile import FleetArtifact, fleet_artifacts, manifest_exists
-from ops.preflight.assembly import AssemblyError, read_template, scheduled_starts
+from ops.preflight.assembly import AssemblyError, launch_template_images, read_template, scheduled_starts
 from ops.preflight.aws import (
     ECS_SERVICE_CODE,
     applied_quota,
     capacity_reservations,
     elastic_ip_limit,
     elb_limits,
+    fleet_groups,
     lambda_concurrency,
     network_use,
     parameter_exists,
+    parameter_value,
     quota_values,
     quotas_by_name,
+    template_targets,
     zone_offerings,
 )
 from ops.preflight.checks import (
@@ -36,7 +39,10 @@ from ops.preflight.checks import (
     Finding,
     Status,
     account_quota_findings,
+    ami_drifts,
     ami_finding,
+    ami_freeze,
+    ami_roll_findings,
     artifact_finding,
     concurrency_finding,
     layer_finding,
@@ -67,6 +73,7 @@ def region_findings(
     assembly: Path,
     now: datetime,
     artifacts: Sequence[FleetArtifact] = (),
+    roll_ami_in_freeze: bool = False,
 ) -> list[Finding]:
     ec2 = session.client("ec2", region_name=region)
     service_quotas = session.client("service-quotas", region_name=region)
@@ -86,7 +93,8 @@ def region_findings(
     )
     ssm = session.client("ssm", region_name=region)
     ami = neuron_ami_parameter(settings.container.neuron_ami_release)
-    findings.append(ami_finding(region, ami, parameter_exists(ssm, ami)))
+    known = {ami: parameter_value(ssm, ami)}
+    findings.append(ami_finding(region, ami, known[ami] is not None))
     if region == settings.orchestrator_region:
         parameter = powertools_layer_parameter()
         findings.append(layer_finding(region, parameter, parameter_exists(ssm, parameter)))
@@ -105,6 +113,13 @@ def region_findings(
         template = read_template(assembly, stack)
         starts = scheduled_starts(template) if template is not None else None
         findings += schedule_findings(region, stack, starts, now)
+        wanted = launch_template_images(template) if template is not None else {}
+        if wanted:
+            autoscaling = session.client("autoscaling", region_name=region)
+            groups = fleet_groups(autoscaling, ec2, settings.project, None if cell.count == 1 else cell.name)
+            drifts = ami_drifts(groups, template_targets(ssm, wanted, known)) if groups else []
+            freeze = ami_freeze(settings, region, now)
+            findings += ami_roll_findings(region, stack, drifts, freeze, roll_ami_in_freeze)
     return findings
 
 
@@ -145,6 +160,12 @@ def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] |
         help="the synthesized cloud assembly about to be deployed (default cdk.out): its scheduled actions "
         "must all start in the future",
     )
+    parser.add_argument(
+        "--roll-ami-in-freeze",
+        action="store_true",
+        help="an AMI change inside the freeze before an event (deploy.freeze_hours_before_event) is a "
+        "warning, not a shortfall: the deploy rolls it deliberately",
+    )
     args = parser.parse_args(argv)
     console = Console()
     errors = Console(stderr=True, soft_wrap=True)
@@ -167,7 +188,9 @@ def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] |
         return 1
     for region in settings.regions:
         try:
-            findings = region_findings(settings, region, session, args.assembly, now, artifacts)
+            findings = region_findings(
+                settings, region, session, args.assembly, now, artifacts, args.roll_ami_in_freeze
+            )
         except NoCredentialsError:
             errors.print(
                 "preflight: no AWS credentials found; it reads quotas, zone offerings and reservations from "

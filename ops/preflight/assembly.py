@@ -58,3 +58,29 @@ def scheduled_starts(template: dict[str, Any]) -> list[ScheduledStart]:
                         ScheduledStart(logical_id, action["ScheduledActionName"], _utc(schedule[3:-1]))
                     )
     return sorted(found, key=lambda start: start.at)
+
+
+# The parameter type CDK's `MachineImage.from_ssm_parameter` declares: CloudFormation resolves the AMI id
+# from SSM when the stack is deployed.
+SSM_IMAGE_TYPE = "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
+
+
+def launch_template_images(template: dict[str, Any]) -> dict[str, str]:
+    """Instance type -> what its launch template boots: the SSM parameter name CloudFormation resolves at
+    deploy time, or the AMI id where the template names one."""
+    parameters = template.get("Parameters", {})
+    found = {}
+    for resource in template.get("Resources", {}).values():
+        if resource.get("Type") != "AWS::EC2::LaunchTemplate":
+            continue
+        data = resource.get("Properties", {}).get("LaunchTemplateData", {})
+        image, instance_type = data.get("ImageId"), data.get("InstanceType")
+        if not isinstance(instance_type, str):
+            continue
+        if isinstance(image, dict) and "Ref" in image:
+            parameter = parameters.get(image["Ref"], {})
+            if parameter.get("Type") == SSM_IMAGE_TYPE and isinstance(parameter.get("Default"), str):
+                found[instance_type] = parameter["Default"]
+        elif isinstance(image, str):
+            found[instance_type] = image
+    return found

@@ -96,6 +96,17 @@ def parameter_exists(ssm: Any, name: str) -> bool:
     return True
 
 
+def parameter_value(ssm: Any, name: str) -> str | None:
+    """An SSM parameter's value (a public AMI parameter's is the image id), or None where the region has no
+    such parameter."""
+    try:
+        return str(ssm.get_parameter(Name=name)["Parameter"]["Value"])
+    except ClientError as error:
+        if error.response["Error"]["Code"] != "ParameterNotFound":
+            raise
+        return None
+
+
 def applied_quota(service_quotas: Any, service: str, code: str, default: float) -> float:
     """A quota's applied value; AWS's default where the account never changed it (Service Quotas then has no
     applied value: NoSuchResourceException)."""
@@ -166,3 +177,81 @@ class LambdaConcurrency:
 def lambda_concurrency(lambda_client: Any) -> LambdaConcurrency:
     limit = lambda_client.get_account_settings()["AccountLimit"]
     return LambdaConcurrency(int(limit["ConcurrentExecutions"]), int(limit["UnreservedConcurrentExecutions"]))
+
+
+PROJECT_TAG = "project"
+CELL_TAG = "cell"  # on a cell's resources in a region of several cells (stacks/regional_serving.py)
+DESCRIBE_INSTANCES_BATCH = 100
+# Hosts on their way out (terminating or gone) no longer matter to which AMI the fleet runs.
+LEAVING_STATES = ("Terminating", "Terminated", "Detaching", "Detached")
+
+
+@dataclass(frozen=True)
+class FleetGroup:
+    """A fleet's Auto Scaling group: the AMI its launch template version boots and the AMI each of its hosts
+    booted (EC2 DescribeInstances: the group's own answer has no image ids)."""
+
+    name: str
+    instance_type: str
+    template_image: str | None  # the image of the launch template version the group launches
+    hosts: dict[str, str]  # instance id -> the AMI it booted
+
+
+def fleet_groups(autoscaling: Any, ec2: Any, project: str, cell: str | None = None) -> list[FleetGroup]:
+    """The project's host groups in the clients' region (with `cell`, that cell's only), found by the tags
+    the stacks put on them."""
+    pages = autoscaling.get_paginator("describe_auto_scaling_groups").paginate(
+        Filters=[{"Name": f"tag:{PROJECT_TAG}", "Values": [project]}]
+        + ([{"Name": f"tag:{CELL_TAG}", "Values": [cell]}] if cell else [])
+    )
+    groups = []
+    for page in pages:
+        for group in page["AutoScalingGroups"]:
+            members = [i for i in group.get("Instances", []) if i.get("LifecycleState") not in LEAVING_STATES]
+            images = _instance_images(ec2, [i["InstanceId"] for i in members])
+            template_image, template_type = _template_image(ec2, group.get("LaunchTemplate"))
+            launched = {i.get("InstanceType") for i in members} - {None}
+            instance_type = template_type or (launched.pop() if len(launched) == 1 else "")
+            hosts = {i["InstanceId"]: images[i["InstanceId"]] for i in members if i["InstanceId"] in images}
+            groups.append(FleetGroup(group["AutoScalingGroupName"], instance_type, template_image, hosts))
+    return groups
+
+
+def _instance_images(ec2: Any, ids: list[str]) -> dict[str, str]:
+    images: dict[str, str] = {}
+    for start in range(0, len(ids), DESCRIBE_INSTANCES_BATCH):
+        chunk = ids[start : start + DESCRIBE_INSTANCES_BATCH]
+        for page in ec2.get_paginator("describe_instances").paginate(InstanceIds=chunk):
+            for reservation in page["Reservations"]:
+                for instance in reservation["Instances"]:
+                    images[instance["InstanceId"]] = instance["ImageId"]
+    return images
+
+
+def _template_image(ec2: Any, template: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    """(image id, instance type) of the launch template version a group launches ($Latest and $Default
+    resolved by EC2)."""
+    if not template or "LaunchTemplateId" not in template:
+        return None, None
+    versions = ec2.describe_launch_template_versions(
+        LaunchTemplateId=template["LaunchTemplateId"], Versions=[str(template.get("Version", "$Default"))]
+    )["LaunchTemplateVersions"]
+    if not versions:
+        return None, None
+    data = versions[0].get("LaunchTemplateData", {})
+    return data.get("ImageId"), data.get("InstanceType")
+
+
+def template_targets(ssm: Any, wanted: dict[str, str], known: dict[str, str | None]) -> dict[str, str | None]:
+    """Instance type -> the AMI id its launch template will boot: an id as is, an SSM parameter as the
+    region resolves it now (None where it has no such parameter). `known`: parameter values already read,
+    and filled with the ones read here."""
+    targets: dict[str, str | None] = {}
+    for instance_type, image in wanted.items():
+        if image.startswith("ami-"):
+            targets[instance_type] = image
+            continue
+        if image not in known:
+            known[image] = parameter_value(ssm, image)
+        targets[instance_type] = known[image]
+    return targets

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from ops.preflight.assembly import ScheduledStart
-from ops.preflight.aws import LambdaConcurrency, NetworkUse
+from ops.preflight.aws import FleetGroup, LambdaConcurrency, NetworkUse
 from settings.aws_limits import (
     ALB_TARGETS_PER_LOAD_BALANCER,
     ALB_TARGETS_PER_TARGET_GROUP,
@@ -504,3 +504,108 @@ def artifact_finding(region: str, instance_type: str, key: str, uri: str, exists
         else f"{region}: {instance_type} needs compiled artifacts {key} ({uri}): none complete; run "
         "`make compile` (DRY_RUN=1 lists every key)",
     )
+
+
+# ---- the hosts' AMI: what runs against what the template boots, and the freeze before an event --------
+
+
+@dataclass(frozen=True)
+class Freeze:
+    """The window before (and through) an event in which the hosts' AMI is not changed:
+    deploy.freeze_hours_before_event before its start, until its end."""
+
+    event: str
+    begins: datetime
+    ends: datetime
+
+    def describe(self) -> str:
+        return f"the freeze before {self.event} ({_when(self.begins)} until {_when(self.ends)})"
+
+
+def ami_freeze(settings: Settings, region: str, now: datetime) -> Freeze | None:
+    """The freeze `now` falls in for a region, if any (of overlapping ones, the one that ends last)."""
+    hours = settings.deploy.freeze_hours_before_event
+    if hours == 0:
+        return None
+    windows = [
+        Freeze(event.name, (event.start - timedelta(hours=hours)).astimezone(UTC), event.end.astimezone(UTC))
+        for event in settings.events
+        if region in event.regions
+    ]
+    inside = [window for window in windows if window.begins <= now < window.ends]
+    return max(inside, key=lambda window: window.ends, default=None)
+
+
+@dataclass(frozen=True)
+class AmiDrift:
+    """A group whose hosts do not all run the AMI its template boots."""
+
+    group: str
+    instance_type: str
+    target: str  # the AMI the template boots
+    stale: dict[str, int]  # AMI -> hosts that booted it, for every AMI but the target
+    hosts: int  # the group's hosts
+
+    @property
+    def stale_hosts(self) -> int:
+        return sum(self.stale.values())
+
+    def describe(self) -> str:
+        running = ", ".join(f"{count} run {image}" for image, count in sorted(self.stale.items()))
+        return (
+            f"{self.stale_hosts} of {self.hosts} hosts of {self.instance_type} ({self.group}): {running}; "
+            f"the template boots {self.target}"
+        )
+
+
+def ami_drift(group: FleetGroup, target: str) -> AmiDrift | None:
+    """The group's hosts that booted an AMI other than `target`, or None when every host runs it."""
+    stale: dict[str, int] = {}
+    for image in group.hosts.values():
+        if image != target:
+            stale[image] = stale.get(image, 0) + 1
+    if not stale:
+        return None
+    return AmiDrift(group.name, group.instance_type, target, stale, len(group.hosts))
+
+
+def ami_drifts(groups: list[FleetGroup], targets: Mapping[str, str | None]) -> list[AmiDrift]:
+    """Each group against the AMI its fleet's template boots (instance type -> image; a type without one is
+    left out: nothing to compare with)."""
+    found = []
+    for group in groups:
+        target = targets.get(group.instance_type)
+        drift = ami_drift(group, target) if target else None
+        if drift is not None:
+            found.append(drift)
+    return found
+
+
+def ami_roll_findings(
+    region: str, stack: str, drifts: list[AmiDrift], freeze: Freeze | None, allowed: bool = False
+) -> list[Finding]:
+    """A fleet whose hosts run another AMI than the template's is rolled by the deploy, canary first (a
+    warning to read); inside the freeze before an event it is a shortfall unless rolled deliberately."""
+    findings = []
+    for drift in drifts:
+        advice = f"{region} {stack}: {drift.describe()}: the deploy will roll them (canary first)"
+        status = Status.WARNING
+        if freeze is not None:
+            advice += f"; this is inside {freeze.describe()}"
+            if not allowed:
+                status = Status.SHORTFALL
+                advice += (
+                    f": deploy the AMI change after {_when(freeze.ends)}, or roll it deliberately with "
+                    "`python -m ops.deploy_waves CONFIG --roll-ami-in-freeze`"
+                )
+        findings.append(
+            Finding(
+                "hosts on the template's AMI",
+                drift.instance_type,
+                drift.target,
+                ", ".join(f"{count} on {image}" for image, count in sorted(drift.stale.items())),
+                status,
+                advice,
+            )
+        )
+    return findings
