@@ -100,6 +100,18 @@ def _client(service: str) -> Any:
     return boto3.client(service, region_name="us-east-1")
 
 
+def not_implemented(reason: str, tests: tuple[str, ...], call: str, **params: Any) -> MotoLacks:
+    """A row for a call moto does not implement at all (it raises NotImplementedError): the probe makes the
+    call with `params`."""
+    service, operation = call.split(":")
+    return MotoLacks(
+        reason=reason,
+        tests=tests,
+        probe=lambda: getattr(_client(service), operation)(**params),
+        answer="has not been implemented",
+    )
+
+
 def _run_task_on_a_capacity_provider() -> Any:
     ecs = _client("ecs")
     ecs.create_cluster(clusterName="kit-cluster")
@@ -113,16 +125,13 @@ def _run_task_on_a_capacity_provider() -> Any:
     )
 
 
+PREFLIGHT_STUBBED = "tests/ops/preflight/test_aws.py::"
 STUBBED: dict[str, MotoLacks] = {
-    "ec2:describe_capacity_reservations": MotoLacks(
-        reason="moto 5.2.5 does not implement DescribeCapacityReservations",
-        tests=(
-            "tests/ops/preflight/test_aws.py::test_capacity_reservations_one_call_per_id_and_none_for_an_unknown_id",
-        ),
-        probe=lambda: _client("ec2").describe_capacity_reservations(
-            CapacityReservationIds=["cr-0123456789abcdef0"]
-        ),
-        answer="has not been implemented",
+    "ec2:describe_capacity_reservations": not_implemented(
+        "moto 5.2.5 does not implement DescribeCapacityReservations",
+        (PREFLIGHT_STUBBED + "test_capacity_reservations_one_call_per_id_and_none_for_an_unknown_id",),
+        "ec2:describe_capacity_reservations",
+        CapacityReservationIds=["cr-0123456789abcdef0"],
     ),
     "ecs:run_task": MotoLacks(
         reason=(
@@ -143,23 +152,18 @@ STUBBED: dict[str, MotoLacks] = {
         probe=lambda: _client("lambda").get_account_settings(),
         answer="Not yet implemented",
     ),
-    "service-quotas:get_aws_default_service_quota": MotoLacks(
-        reason="moto 5.2.5 does not implement GetAWSDefaultServiceQuota",
-        tests=(
-            "tests/ops/preflight/test_aws.py::test_quota_values_fall_back_to_the_aws_default_where_none_is_applied",
-        ),
-        probe=lambda: _client("service-quotas").get_aws_default_service_quota(
-            ServiceCode="ec2", QuotaCode="L-1945791B"
-        ),
-        answer="has not been implemented",
+    "service-quotas:get_aws_default_service_quota": not_implemented(
+        "moto 5.2.5 does not implement GetAWSDefaultServiceQuota",
+        (PREFLIGHT_STUBBED + "test_quota_values_fall_back_to_the_aws_default_where_none_is_applied",),
+        "service-quotas:get_aws_default_service_quota",
+        ServiceCode="ec2",
+        QuotaCode="L-1945791B",
     ),
-    "service-quotas:list_service_quotas": MotoLacks(
-        reason="moto 5.2.5 does not implement ListServiceQuotas",
-        tests=(
-            "tests/ops/preflight/test_aws.py::test_ecs_quotas_by_name_fall_back_to_the_aws_default_where_none_is_applied",
-        ),
-        probe=lambda: _client("service-quotas").list_service_quotas(ServiceCode="vpc"),
-        answer="has not been implemented",
+    "service-quotas:list_service_quotas": not_implemented(
+        "moto 5.2.5 does not implement ListServiceQuotas",
+        (PREFLIGHT_STUBBED + "test_ecs_quotas_by_name_fall_back_to_the_aws_default_where_none_is_applied",),
+        "service-quotas:list_service_quotas",
+        ServiceCode="vpc",
     ),
 }
 

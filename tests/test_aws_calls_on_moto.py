@@ -43,7 +43,9 @@ def test_every_aws_call_in_the_code_has_a_row(inventory):
         + "\n".join(f"  {c.where}: {c.call}" for c in missing)
         + "\nAdd to ON_MOTO in tests/aws_calls_on_moto.py:\n"
         + "\n".join(rows)
-        + "\n(or, where moto cannot answer it, a STUBBED row with the reason and a probe)"
+        + "\n(or, where moto cannot answer it, a STUBBED row with the reason and a probe: not_implemented()"
+        " there makes one). To see which tests make a call against moto: .venv/bin/pytest tests/ops "
+        "tests/orchestrator --record-moto-calls=calls.json"
     )
 
 
