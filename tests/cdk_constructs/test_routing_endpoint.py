@@ -3,11 +3,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from aws_cdk import App, Environment, Stack
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk.assertions import Match, Template
 
 from cdk_constructs.routing_endpoint import RoutingEndpoint, RoutingEndpointProps, alarm_name
+from settings.aws_rules import alarm_health_checks, health_check_problems, stale_health_checks
+from tests.cdk_constructs.conftest import ACCOUNT, REGION, ZONES
 
 PROPS = RoutingEndpointProps(
     alarm_name_prefix="kit-us-east-1-routing",
@@ -19,28 +25,36 @@ PROPS = RoutingEndpointProps(
     evaluation_minutes=2,
     alb_ready_path="/v2/models/assistant/ready",
 )
-# What Route 53 health checks can follow (Route 53 API reference, AlarmIdentifier).
-ROUTE53_STATISTICS = {"Average", "Minimum", "Maximum", "Sum", "SampleCount"}
+
+
+def _endpoint(stack, vpc, props: RoutingEndpointProps = PROPS) -> Template:
+    alb = elbv2.ApplicationLoadBalancer(stack, "Alb", vpc=vpc)
+    group = elbv2.ApplicationTargetGroup(stack, "Http", vpc=vpc, port=8000, target_type=elbv2.TargetType.IP)
+    alb.add_listener("Listener", port=80, default_target_groups=[group])
+    RoutingEndpoint(stack, "Routing", props=props, load_balancer=alb, target_group=group)
+    return Template.from_stack(stack)
 
 
 @pytest.fixture
 def template(stack, vpc) -> Template:
-    alb = elbv2.ApplicationLoadBalancer(stack, "Alb", vpc=vpc)
-    group = elbv2.ApplicationTargetGroup(stack, "Http", vpc=vpc, port=8000, target_type=elbv2.TargetType.IP)
-    alb.add_listener("Listener", port=80, default_target_groups=[group])
-    RoutingEndpoint(stack, "Routing", props=PROPS, load_balancer=alb, target_group=group)
-    return Template.from_stack(stack)
+    return _endpoint(stack, vpc)
 
 
-def test_every_alarm_is_one_standard_metric_with_a_statistic_route53_follows(template):
-    alarms = template.find_resources("AWS::CloudWatch::Alarm")
-    assert len(alarms) == 2
-    for alarm in alarms.values():
-        properties = alarm["Properties"]
-        assert "Metrics" not in properties  # no metric math
-        assert properties["Statistic"] in ROUTE53_STATISTICS
-        assert "ExtendedStatistic" not in properties  # no percentiles
-        assert properties["Period"] == 60
+def test_every_alarm_health_check_follows_an_alarm_route53_supports(template):
+    """Rule (b) of settings/aws_rules.py: one standard-resolution metric, a statistic Route 53 supports."""
+    assert len(alarm_health_checks(template.to_json())) == 2
+    assert health_check_problems(template.to_json()) == []
+
+
+def test_a_changed_alarm_setting_makes_the_health_check_copy_it_again(template):
+    """Route 53 copies an alarm only when a health check is created or names a new alarm (rule (b)): a new
+    threshold or window must come with a new alarm name, or the check keeps evaluating the old ones."""
+    app = App(context={f"availability-zones:account={ACCOUNT}:region={REGION}": ZONES})
+    stack = Stack(app, "Test", env=Environment(account=ACCOUNT, region=REGION))
+    vpc = ec2.Vpc(stack, "Vpc", max_azs=2, nat_gateways=0)
+    changed = _endpoint(stack, vpc, replace(PROPS, error_share=0.05, evaluation_minutes=3)).to_json()
+    assert alarm_health_checks(template.to_json()).keys() == alarm_health_checks(changed).keys()
+    assert stale_health_checks(template.to_json(), changed) == []
 
 
 def test_latency_and_sheds_never_take_a_region_out_of_dns(template):
@@ -113,7 +127,6 @@ def test_a_health_check_per_alarm_and_a_calculated_one_over_all_and_the_front_do
     for check in metric_checks:
         config = check["Properties"]["HealthCheckConfig"]
         assert config["AlarmIdentifier"]["Region"] == "us-east-1"
-        assert "Ref" in config["AlarmIdentifier"]["Name"]  # the alarm exists before its health check
         # A region without traffic (new, or drained) has no data and must not be failed out for it.
         assert config["InsufficientDataHealthStatus"] == "Healthy"
     config = calculated["Properties"]["HealthCheckConfig"]

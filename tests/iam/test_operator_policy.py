@@ -7,7 +7,8 @@ ops/operator_policy.py) proven against the operator tools' own AWS calls, with m
 - each granted action is exercised by some tool, or named below as one AWS checks on the operator's behalf
   (beside a call the kit makes, or inside the CDK CLI), with its source;
 - a Resource "*" only on actions whose IAM documentation allows no resource-level scoping (listed with the
-  source), and no action wildcards.
+  source) or that an AWS rule needs on "*" (settings/aws_rules.py), and no action wildcards;
+- DescribeAlarms sees the composite alarms the deploy's waves watch (rule (a) of settings/aws_rules.py).
 
 moto authorizes requests of services other than S3 against resource "*" only (tests/iam/policies.py), so the
 non-S3 statements are widened to "*" to prove the ACTIONS, and their resources are asserted on the rendered
@@ -37,6 +38,7 @@ from ops.preflight import aws as preflight_aws
 from ops.preflight.checks import ECS_CONTAINER_INSTANCES, ELB_SERVICE_CODE, ELB_TARGETS_PER_TARGET_GROUP
 from settings import load_settings
 from settings.aws_limits import INTERNET_GATEWAYS_PER_REGION, NAT_GATEWAYS_PER_ZONE, VPCS_PER_REGION
+from settings.aws_rules import DESCRIBE_ALARMS_COMPOSITES_NEED_STAR, Rule, describe_alarms_sees_composites
 from stacks.routing_names import neuron_ami_parameter, powertools_layer_parameter, stack_name
 from tests.iam.policies import ACCOUNT, Unenforced, assumed_session, enforced, suspended
 
@@ -69,6 +71,8 @@ NO_RESOURCE_SCOPE = {
     "servicequotas:ListAWSDefaultServiceQuotas": "list_servicequotas.html",
     "servicequotas:ListServiceQuotas": "list_servicequotas.html",
 }
+# Granted on "*" though IAM could scope them, because an AWS rule needs "*".
+STAR_BY_AN_AWS_RULE: dict[str, Rule] = {"cloudwatch:DescribeAlarms": DESCRIBE_ALARMS_COMPOSITES_NEED_STAR}
 # Granted, though no kit code calls them: AWS checks them for the operator on a call the kit makes, or the
 # CDK CLI makes the call.
 CHECKED_ON_THE_OPERATORS_BEHALF = {
@@ -402,7 +406,9 @@ def test_resource_star_only_where_iam_allows_no_resource_scope_and_no_action_wil
             assert "*" not in action, action
         if "*" in _resources(statement):
             assert _resources(statement) == ["*"], statement
-            unscopable = [a for a in _actions(statement) if a not in NO_RESOURCE_SCOPE]
+            unscopable = [
+                a for a in _actions(statement) if a not in NO_RESOURCE_SCOPE and a not in STAR_BY_AN_AWS_RULE
+            ]
             assert unscopable == [], f"{unscopable}: IAM scopes these by resource; name the resources"
         else:
             for resource in _resources(statement):
@@ -410,7 +416,17 @@ def test_resource_star_only_where_iam_allows_no_resource_scope_and_no_action_wil
                 assert "${" not in resource, resource
     # The list holds no action the policy does not grant without a resource (kept honest).
     star = {a for s in policy["Statement"] if _resources(s) == ["*"] for a in _actions(s)}
-    assert star == set(NO_RESOURCE_SCOPE)
+    assert star == set(NO_RESOURCE_SCOPE) | set(STAR_BY_AN_AWS_RULE)
+
+
+def test_describe_alarms_sees_the_composite_alarms_the_deploy_waves_watch(policy):
+    """On main DescribeAlarms was granted on the project's alarm ARNs only: CloudWatch then leaves composite
+    alarms out of its answer, so `make deploy`'s first wave read region-degraded as missing and stopped."""
+    rule = DESCRIBE_ALARMS_COMPOSITES_NEED_STAR
+    assert describe_alarms_sees_composites(policy), f"{rule.says} ({rule.source})"
+    # Only that read is widened: the statement on "*" for it holds nothing else.
+    (statement,) = [s for s in policy["Statement"] if "cloudwatch:DescribeAlarms" in _actions(s)]
+    assert _actions(statement) == ["cloudwatch:DescribeAlarms"] and _resources(statement) == ["*"]
 
 
 def test_scoped_resources_name_the_account_and_the_project(settings, policy):

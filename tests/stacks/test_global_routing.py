@@ -10,6 +10,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from settings import load_settings
 from settings.aws_limits import LAMBDA_ENVIRONMENT_BYTES, SSM_ADVANCED_VALUE_BYTES, SSM_STANDARD_VALUE_BYTES
+from settings.aws_rules import DESCRIBE_ALARMS_COMPOSITES_NEED_STAR, describe_alarms_sees_composites
 from stacks.global_routing import GlobalRouting
 from stacks.props import POWERTOOLS_VERSION
 from stacks.routing_names import orchestrator_config, powertools_layer_parameter
@@ -125,9 +126,10 @@ def test_global_stack_matches_snapshot(global_template, snapshot):
 
 
 def test_alarm_reads_are_granted_on_star_because_composite_alarms_need_it(global_template):
-    """DescribeAlarms returns composite alarms only when granted on '*' (CloudWatch API reference)."""
+    """The orchestrator drains on each region's region-unfit composite alarm."""
+    rule = DESCRIBE_ALARMS_COMPOSITES_NEED_STAR
+    assert describe_alarms_sees_composites({"Statement": _statements(global_template)}), rule.source
     (reads,) = [s for s in _statements(global_template) if "cloudwatch:DescribeAlarms" in s["Action"]]
-    assert reads["Resource"] == "*"
     assert set(reads["Action"]) == {"cloudwatch:DescribeAlarms", "cloudwatch:GetMetricData"}
 
 
