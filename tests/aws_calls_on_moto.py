@@ -56,8 +56,15 @@ ON_MOTO: dict[str, tuple[str, ...]] = {
         "tests/ops/preflight/test_aws.py::test_zone_offerings_by_availability_zone",
     ),
     "ec2:describe_internet_gateways": (DAY_ZERO, NETWORK),
+    "ec2:describe_instances": (
+        "tests/ops/preflight/test_ami_roll.py::test_fleet_groups_read_each_hosts_ami_and_the_launch_template_versions",
+        "tests/ops/test_host_roll.py::test_hosts_already_on_the_templates_ami_start_no_refresh",
+    ),
     "ec2:describe_nat_gateways": (DAY_ZERO, NETWORK),
     "ec2:describe_subnets": (NETWORK,),
+    "ec2:describe_launch_template_versions": (
+        "tests/ops/test_host_roll.py::test_a_fleet_with_no_host_yet_is_frozen_on_its_launch_templates_ami",
+    ),
     "ec2:describe_vpcs": (DAY_ZERO, NETWORK),
     "ecs:describe_clusters": (RELEASE,),
     "ecs:describe_services": (RELEASE, WAVES),
@@ -126,7 +133,28 @@ def _run_task_on_a_capacity_provider() -> Any:
 
 
 PREFLIGHT_STUBBED = "tests/ops/preflight/test_aws.py::"
+HOST_ROLL = "tests/ops/test_host_roll.py::"
 STUBBED: dict[str, MotoLacks] = {
+    # An instance refresh rolls a cell's hosts onto a new AMI (ops/host_roll.py); the tests answer these three
+    # with a Stubber beside moto's other answers.
+    "autoscaling:cancel_instance_refresh": not_implemented(
+        "moto 5.2.5 does not implement CancelInstanceRefresh",
+        (HOST_ROLL + "test_a_canary_that_trips_an_alarm_cancels_the_refresh_and_stops_the_wave",),
+        "autoscaling:cancel_instance_refresh",
+        AutoScalingGroupName="kit-group",
+    ),
+    "autoscaling:describe_instance_refreshes": not_implemented(
+        "moto 5.2.5 does not implement DescribeInstanceRefreshes",
+        (HOST_ROLL + "test_a_refresh_that_succeeds_lets_the_wave_go_on",),
+        "autoscaling:describe_instance_refreshes",
+        AutoScalingGroupName="kit-group",
+    ),
+    "autoscaling:start_instance_refresh": not_implemented(
+        "moto 5.2.5 does not implement StartInstanceRefresh",
+        (HOST_ROLL + "test_a_refresh_that_succeeds_lets_the_wave_go_on",),
+        "autoscaling:start_instance_refresh",
+        AutoScalingGroupName="kit-group",
+    ),
     "ec2:describe_capacity_reservations": not_implemented(
         "moto 5.2.5 does not implement DescribeCapacityReservations",
         (PREFLIGHT_STUBBED + "test_capacity_reservations_one_call_per_id_and_none_for_an_unknown_id",),
