@@ -145,8 +145,9 @@ destroy: validate node
 	$(CDK) destroy --all --force -c config=$(CONFIG)
 
 # Before any host needs them: every fleet's compiled Neuron artifacts (ops/compile.py). Each missing key is
-# compiled by an ECS task of the fleet's own task definition on its region's cluster; a region whose stack
-# does not exist yet is first created at zero tasks (APPROVE=1). DRY_RUN=1 lists the keys and what exists.
+# compiled by an ECS task of the fleet's compile task definition on its region's cluster, in its service's
+# subnets; a region whose stack does not exist yet is first created at zero tasks (APPROVE=1). DRY_RUN=1
+# lists the keys and what exists.
 compile: venv node
 	$(VENV)/bin/python -m ops.compile $(CONFIG) --cdk "$(CDK)" $(if $(DRY_RUN),--dry-run) $(if $(filter 1,$(APPROVE)),--approve)
 

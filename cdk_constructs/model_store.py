@@ -24,9 +24,9 @@ COMPILED_FOLDER = "compiled"
 
 class ModelStoreAccess(Construct):
     """The task role: it may list and read the configured prefix and nothing else in S3. The compile task
-    role: the same reads, and writes under `compiled/` alone. `make compile` runs the fleet's own task
-    definition with this role in place of the task role (RunTask's taskRoleArn override), so serving hosts
-    can never overwrite the artifacts other hosts load."""
+    role: the same reads, and writes under `compiled/` alone. Each fleet's compile task definition holds it
+    (cdk_constructs/fleet/task_definition.py CompileTaskDefinition, which `make compile` runs), so serving
+    hosts can never overwrite the artifacts other hosts load."""
 
     def __init__(self, scope: Construct, id: str, *, props: ModelStoreProps) -> None:
         super().__init__(scope, id)

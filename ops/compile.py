@@ -6,10 +6,12 @@ task definition's environment (stacks/props.py and the fleet's task definition),
 the kit's toolchain pin that the image is checked against (container/entrypoint/artifact_key.py). A key is
 complete when `compiled/<key>/artifact-manifest.json` exists under the region's artifacts prefix (a compile
 writes it last). For each key without one, the compile runs on the fleet's own instance type: an ECS task of
-the fleet's task definition on the region's cluster (the first cell's), placed by the fleet's capacity
-provider, its command switched to the compile mode (`python3 -m entrypoint.compile`) and its role to the
-stack's compile task role (the only role that may write `compiled/`), which compiles, uploads
-`compiled/<key>/` and writes the manifest last. DRY_RUN=1 lists the keys and what exists.
+the fleet's compile task definition (cdk_constructs/fleet/task_definition.py CompileTaskDefinition: the
+serving image, devices and environment, the compile mode `python3 -m entrypoint.compile`, the stack's
+compile task role, the only role that may write `compiled/`, and a log group apart from the fleet's) on the
+region's cluster (the first cell's), placed by the fleet's capacity provider, in the subnets and security
+group of the fleet's service. It compiles, uploads `compiled/<key>/` and writes the manifest last.
+DRY_RUN=1 lists the keys and what exists.
 """
 
 from __future__ import annotations
@@ -28,9 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 CONTAINER = REPO / "container"
 MODEL_JSON = CONTAINER / "model_repository" / "assistant" / "1" / "model.json"
 MANIFEST_NAME = "artifact-manifest.json"  # container/entrypoint/artifact_key.py MANIFEST_NAME
-COMPILE_COMMAND = ["python3", "-m", "entrypoint.compile"]
-# cdk_constructs/model_store.py: construct "ModelStore", role "CompileTaskRole".
-COMPILE_ROLE_LOGICAL_PREFIX = "ModelStoreCompileTaskRole"
+STARTED_BY = "make-compile"
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,16 @@ def missing(artifacts: Iterable[FleetArtifact], s3_for: Callable[[str], Any]) ->
     return [a for a in artifacts if not manifest_exists(s3_for(a.region), a)]
 
 
+def one_per_location(artifacts: Iterable[FleetArtifact]) -> list[FleetArtifact]:
+    """The first artifact of each S3 location: regions whose artifacts prefix is shared share the compiled
+    artifacts, and one compile writes them for all (more tasks of one key would compile the same files
+    again, and race to write them)."""
+    first: dict[tuple[str, str], FleetArtifact] = {}
+    for artifact in artifacts:
+        first.setdefault((artifact.bucket, artifact.manifest_key), artifact)
+    return list(first.values())
+
+
 def describe(artifacts: Sequence[FleetArtifact], exists: dict[FleetArtifact, bool] | None) -> str:
     lines = [f"{len(artifacts)} compiled-artifact keys (one per region and instance type):"]
     for artifact in artifacts:
@@ -124,10 +134,13 @@ _LOGICAL_PREFIX = re.compile(r"[^A-Za-z0-9]")
 
 
 def fleet_resources(cloudformation: Any, stack: str, instance_type: str) -> dict[str, str]:
-    """The cluster, task definition and capacity provider of a fleet, read from its cell's stack (their
-    logical ids start with the fleet's construct id, `Fleet-<type>` without its punctuation), and the
-    stack's compile task role (`CompileTaskRole`: a role's physical id is its name)."""
+    """The cluster of a fleet's cell stack, and the fleet's compile task definition, capacity provider and
+    service (their logical ids start with the fleet's construct id, `Fleet-<type>` without its punctuation;
+    the compile task definition's continues with its own construct id). Empty when the stack does not
+    exist."""
     from botocore.exceptions import ClientError
+
+    from cdk_constructs.fleet.task_definition import COMPILE_CONSTRUCT_ID
 
     prefix = "Fleet" + _LOGICAL_PREFIX.sub("", instance_type)
     found: dict[str, str] = {}
@@ -140,41 +153,52 @@ def fleet_resources(cloudformation: Any, stack: str, instance_type: str) -> dict
     for page in pages:
         for resource in page["StackResourceSummaries"]:
             kind, logical = resource["ResourceType"], resource["LogicalResourceId"]
+            physical = resource.get("PhysicalResourceId", "")
             if kind == "AWS::ECS::Cluster":
-                found["cluster"] = resource["PhysicalResourceId"]
-            elif kind == "AWS::IAM::Role" and logical.startswith(COMPILE_ROLE_LOGICAL_PREFIX):
-                found["CompileRole"] = resource["PhysicalResourceId"]
-            elif logical.startswith(prefix) and kind in (
-                "AWS::ECS::TaskDefinition",
-                "AWS::ECS::CapacityProvider",
-            ):
-                found[kind.rsplit("::", 1)[1]] = resource["PhysicalResourceId"]
+                found["cluster"] = physical
+            elif kind == "AWS::ECS::TaskDefinition" and logical.startswith(prefix + COMPILE_CONSTRUCT_ID):
+                found["TaskDefinition"] = physical
+            elif logical.startswith(prefix) and kind in ("AWS::ECS::CapacityProvider", "AWS::ECS::Service"):
+                found[kind.rsplit("::", 1)[1]] = physical
     return found
 
 
-def start_compile(ecs: Any, resources: dict[str, str], artifact: FleetArtifact) -> str:
-    """One compile task of the fleet's task definition, on a host of the fleet's type, holding the compile
-    task role (RunTask's overrides.taskRoleArn; the caller needs iam:PassRole on it); its ARN."""
-    from cdk_constructs.fleet.task_definition import CONTAINER_NAME
+def service_network(ecs: Any, resources: dict[str, str]) -> dict[str, Any]:
+    """The fleet's service's own networkConfiguration (DescribeServices), for RunTask.
 
-    # The task definition's ARN holds the partition and account the role's ARN needs:
-    # arn:<partition>:ecs:<region>:<account>:task-definition/<family>:<revision>.
-    arn_parts = resources["TaskDefinition"].split(":")
-    role_arn = f"arn:{arn_parts[1]}:iam::{arn_parts[4]}:role/{resources['CompileRole']}"
+    Read from the service rather than rebuilt from the stack's subnets and security groups: the service is
+    what runs on these hosts today, so whatever subnets (the HOST subnets, cdk_constructs/network.py),
+    task security group and assignPublicIp it has, the compile has, without this tool knowing how the stack
+    chooses them. The compile task definition uses awsvpc like the serving one, and RunTask refuses an
+    awsvpc task without a networkConfiguration (ECS API reference, RunTask: "required for task definitions
+    that use the awsvpc network mode"; "Network Configuration must be provided when networkMode 'awsvpc' is
+    specified")."""
+    described = ecs.describe_services(cluster=resources["cluster"], services=[resources["Service"]])
+    services = described.get("services", [])
+    network = services[0].get("networkConfiguration") if services else None
+    if not network or not network.get("awsvpcConfiguration", {}).get("subnets"):
+        found = (
+            "has no awsvpc network configuration" if services else f"was not found: {described['failures']}"
+        )
+        raise RuntimeError(f"the fleet's service {resources['Service']} {found}; `make deploy` first")
+    return {"awsvpcConfiguration": network["awsvpcConfiguration"]}
+
+
+def start_compile(ecs: Any, resources: dict[str, str], artifact: FleetArtifact) -> str:
+    """One task of the fleet's compile task definition, on a host of the fleet's type, in the service's
+    network; its ARN. The task definition holds the compile command and the compile task role, so RunTask
+    overrides nothing (the caller needs iam:PassRole on the task definition's roles)."""
     response = ecs.run_task(
         cluster=resources["cluster"],
         taskDefinition=resources["TaskDefinition"],
         capacityProviderStrategy=[{"capacityProvider": resources["CapacityProvider"], "weight": 1}],
+        networkConfiguration=service_network(ecs, resources),
         count=1,
-        startedBy="make-compile",
-        overrides={
-            "taskRoleArn": role_arn,
-            "containerOverrides": [{"name": CONTAINER_NAME, "command": COMPILE_COMMAND}],
-        },
+        startedBy=STARTED_BY,
         tags=[{"key": "compiled-artifact-key", "value": artifact.key}],
     )
     failures = response.get("failures", [])
-    if failures:
+    if failures or not response.get("tasks"):
         raise RuntimeError(f"{artifact.region} {artifact.instance_type}: ECS refused the task: {failures}")
     return response["tasks"][0]["taskArn"]
 
@@ -230,12 +254,23 @@ def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] |
             print("every fleet's compiled artifacts are complete")
         return 0
     cdk = shlex.split(args.cdk)
-    for artifact in todo:
+    for artifact in one_per_location(todo):
         stack = stack_name(settings, artifact.region)
         try:
             cloudformation = session.client("cloudformation", region_name=artifact.region)
             resources = fleet_resources(cloudformation, stack, artifact.instance_type)
-            if not set(resources) >= NEEDED:
+            if resources and not set(resources) >= NEEDED:
+                # The stack exists without this fleet's compile task definition (deployed before it) or
+                # without the fleet: a bootstrap's first-create template would set its live fleets to zero.
+                # Deploying this config first would not do either: its hosts need the missing artifacts.
+                print(
+                    f"compile: {stack} has no {', '.join(sorted(NEEDED - set(resources)))} for "
+                    f"{artifact.instance_type}; `make deploy` it with the config it runs now (whose "
+                    f"artifacts are complete) to add them, then `make compile CONFIG={args.config}`",
+                    file=sys.stderr,
+                )
+                return 1
+            if not resources:
                 if not args.approve:
                     print(
                         f"compile: {stack} does not exist yet; `make compile APPROVE=1` creates it first "
@@ -259,7 +294,7 @@ def main(argv: Sequence[str] | None = None, session_factory: Callable[[], Any] |
     return 0
 
 
-NEEDED = {"cluster", "TaskDefinition", "CapacityProvider", "CompileRole"}
+NEEDED = {"cluster", "TaskDefinition", "CapacityProvider", "Service"}
 
 
 def bootstrap(cdk: Sequence[str], config: str, assembly: Path, stack: str) -> None:

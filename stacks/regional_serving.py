@@ -78,6 +78,9 @@ class RegionalServing(Stack):
                 task_role=model_store.task_role,
                 # A log group per fleet: the Neuron runtime failure count is then per instance type.
                 log_group=logs.log_group(f"ServingLogs-{fleet.instance_type}"),
+                # `make compile`'s tasks log apart, under the same key and retention, with no metric filter.
+                compile_task_role=model_store.compile_task_role,
+                compile_log_group=logs.log_group(f"CompileLogs-{fleet.instance_type}"),
             )
             for fleet in settings.regions[region].fleets
         ]

@@ -20,7 +20,11 @@ from cdk_constructs.fleet.neuron_health import NeuronHealth
 from cdk_constructs.fleet.props import FleetProps, FleetTargets
 from cdk_constructs.fleet.scaling import ServiceScaling
 from cdk_constructs.fleet.service import ServingService
-from cdk_constructs.fleet.task_definition import ServingTaskDefinition
+from cdk_constructs.fleet.task_definition import (
+    COMPILE_CONSTRUCT_ID,
+    CompileTaskDefinition,
+    ServingTaskDefinition,
+)
 
 
 class NeuronFleet(Construct):
@@ -34,6 +38,8 @@ class NeuronFleet(Construct):
         targets: FleetTargets,
         task_role: iam.IRole,
         log_group: logs.ILogGroup,  # this fleet's own: its Neuron runtime failures are counted from it
+        compile_task_role: iam.IRole,
+        compile_log_group: logs.ILogGroup,  # not `log_group`: a compile's runtime output pages no one
     ) -> None:
         super().__init__(scope, id)
         self.props = props
@@ -47,6 +53,10 @@ class NeuronFleet(Construct):
             )
         self.hosts = FleetHosts(self, "Hosts", props=props, cluster=cluster)
         self.task = ServingTaskDefinition(self, "Task", props=props, task_role=task_role, log_group=log_group)
+        # `make compile` runs it on this fleet's hosts (ops/compile.py), with the service's network.
+        self.compile = CompileTaskDefinition(
+            self, COMPILE_CONSTRUCT_ID, props=props, task_role=compile_task_role, log_group=compile_log_group
+        )
         self.neuron = NeuronHealth(
             self, "Neuron", props=props, log_group=log_group, task_definition=self.task.task_definition
         )

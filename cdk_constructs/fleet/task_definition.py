@@ -8,11 +8,15 @@ to a group, as the Neuron security page suggests, must make that group the task 
 memory needs no capability for a non-root process when RLIMIT_MEMLOCK is unlimited (mlock(2)), which the
 ulimit below sets; IPC_LOCK stays in the bounding set for images that run the runtime as root. The host's
 data disk is owned by the serving uid (host_boot.py), the only place the task writes besides /tmp.
+
+Beside it, the fleet's compile task (`make compile`): the same image, devices, memory, environment and data
+disk, run as `python3 -m entrypoint.compile` under the compile task role, logging to a log group of its own.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import Duration, Size
 from aws_cdk import aws_ecs as ecs
@@ -31,6 +35,13 @@ MONITOR_CONTAINER_NAME = "neuron-monitor"
 MONITOR_COMMAND = ["python3", "-m", "monitoring.neuron_exporter"]
 MONITOR_MEMORY_MIB = 256
 CONTAINER_DATA_DIR = "/opt/models"  # where the entrypoint puts weights/ and compiled/
+DATA_VOLUME = "serving-data"
+
+# The compile task definition's construct id under the fleet (ops/compile.py finds the task definition by
+# the logical id it gives: Fleet<type>Compile...), its container and the image's compile mode.
+COMPILE_CONSTRUCT_ID = "Compile"
+COMPILE_CONTAINER_NAME = "compile"
+COMPILE_COMMAND = ["python3", "-m", "entrypoint.compile"]
 
 # The awslogs driver's buffer in non-blocking mode (Docker's default is 1 MiB): at a few hundred bytes a line
 # it holds minutes of a busy host's metric lines while CloudWatch Logs is slow.
@@ -105,6 +116,66 @@ def fleet_environment(props: FleetProps) -> dict[str, str]:
     return environment
 
 
+def neuron_devices(props: FleetProps) -> list[ecs.Device]:
+    return [
+        ecs.Device(
+            host_path=path,
+            container_path=path,
+            permissions=[ecs.DevicePermission.READ, ecs.DevicePermission.WRITE],
+        )
+        for path in props.instance.device_paths
+    ]
+
+
+def data_volume() -> ecs.Volume:
+    return ecs.Volume(name=DATA_VOLUME, host=ecs.Host(source_path=HOST_DATA_DIR))
+
+
+def data_mount() -> ecs.MountPoint:
+    return ecs.MountPoint(source_volume=DATA_VOLUME, container_path=CONTAINER_DATA_DIR, read_only=False)
+
+
+def engine_container_options(scope: Construct, props: FleetProps) -> dict[str, Any]:
+    """What the engine's container needs on a host of the fleet's type, serving or compiling: every device,
+    locked and shared memory, the environment the compiled-artifact key is computed from, the serving
+    user."""
+    # initProcessEnabled: ECS runs an init process as PID 1 (docker --init) that reaps the orphans a
+    # killed Python backend stub would leave (its engine workers), and forwards the stop signal.
+    linux = ecs.LinuxParameters(
+        scope, "LinuxParameters", shared_memory_size=props.shared_memory_mib, init_process_enabled=True
+    )
+    linux.add_capabilities(ecs.Capability.IPC_LOCK)
+    linux.add_devices(*neuron_devices(props))
+    return dict(
+        # Leave the host a quarter of its memory for the OS, the ECS agent and the page cache that
+        # loading weights leans on.
+        memory_reservation_mib=props.instance.memory_gib * 1024 * 3 // 4,
+        environment=fleet_environment(props),
+        # Not root: the read-only artifact tree stays read-only (root writes through 0555), and code
+        # that escaped Triton cannot change the image (container/Dockerfile creates this uid).
+        user=SERVING_USER,
+        linux_parameters=linux,
+        ulimits=[ecs.Ulimit(name=ecs.UlimitName.MEMLOCK, soft_limit=-1, hard_limit=-1)],
+    )
+
+
+def acknowledge_task_definition(
+    task_definition: ecs.Ec2TaskDefinition, props: FleetProps, holds: str
+) -> None:
+    if props.image.pulls_from_ecr:
+        acknowledge(
+            task_definition.obtain_execution_role(),
+            "AwsSolutions-IAM5[Resource::*]",
+            "ecr:GetAuthorizationToken has no resource-level permissions; the image pull itself is "
+            "granted on the one repository.",
+        )
+    acknowledge(
+        task_definition,
+        "AwsSolutions-ECS2",
+        f"The environment holds engine settings and paths ({holds}), no secrets.",
+    )
+
+
 class ServingTaskDefinition(Construct):
     def __init__(
         self,
@@ -121,33 +192,18 @@ class ServingTaskDefinition(Construct):
             "TaskDefinition",
             network_mode=ecs.NetworkMode.AWS_VPC,
             task_role=task_role,
-            volumes=[ecs.Volume(name="serving-data", host=ecs.Host(source_path=HOST_DATA_DIR))],
+            volumes=[data_volume()],
             # neuron-monitor finds the Neuron runtimes by their processes: the sidecar must see the
             # serving container's.
             pid_mode=ecs.PidMode.TASK,
         )
-        # initProcessEnabled: ECS runs an init process as PID 1 (docker --init) that reaps the orphans a
-        # killed Python backend stub would leave (its engine workers), and forwards the stop signal.
-        linux = ecs.LinuxParameters(
-            self, "LinuxParameters", shared_memory_size=props.shared_memory_mib, init_process_enabled=True
-        )
-        linux.add_capabilities(ecs.Capability.IPC_LOCK)
-        linux.add_devices(*self._devices(props))
         timing = container_health_timing(props.cold_start_budget_seconds)
         image = props.image.container_image(self)
         self.container = self.task_definition.add_container(
             CONTAINER_NAME,
             container_name=CONTAINER_NAME,
             image=image,
-            # Leave the host a quarter of its memory for the OS, the ECS agent and the page cache that
-            # loading weights leans on.
-            memory_reservation_mib=props.instance.memory_gib * 1024 * 3 // 4,
-            environment=fleet_environment(props),
-            # Not root: the read-only artifact tree stays read-only (root writes through 0555), and code
-            # that escaped Triton cannot change the image (container/Dockerfile creates this uid).
-            user=SERVING_USER,
-            linux_parameters=linux,
-            ulimits=[ecs.Ulimit(name=ecs.UlimitName.MEMLOCK, soft_limit=-1, hard_limit=-1)],
+            **engine_container_options(self, props),
             port_mappings=[
                 ecs.PortMapping(container_port=props.ports.http, name="http"),
                 ecs.PortMapping(container_port=props.ports.grpc, name="grpc"),
@@ -171,34 +227,11 @@ class ServingTaskDefinition(Construct):
                 max_buffer_size=Size.mebibytes(LOG_BUFFER_MIB),
             ),
         )
-        self.container.add_mount_points(
-            ecs.MountPoint(source_volume="serving-data", container_path=CONTAINER_DATA_DIR, read_only=False)
-        )
+        self.container.add_mount_points(data_mount())
         self.monitor = self._monitor_sidecar(props, image, log_group)
-        if props.image.pulls_from_ecr:
-            acknowledge(
-                self.task_definition.obtain_execution_role(),
-                "AwsSolutions-IAM5[Resource::*]",
-                "ecr:GetAuthorizationToken has no resource-level permissions; the image pull itself is "
-                "granted on the one repository.",
-            )
-        acknowledge(
-            self.task_definition,
-            "AwsSolutions-ECS2",
-            "The environment holds engine settings and paths (tensor-parallel degree, ports, S3 "
-            "location, the target group ARNs), no secrets.",
+        acknowledge_task_definition(
+            self.task_definition, props, "tensor-parallel degree, ports, S3 location, the target group ARNs"
         )
-
-    @staticmethod
-    def _devices(props: FleetProps) -> list[ecs.Device]:
-        return [
-            ecs.Device(
-                host_path=path,
-                container_path=path,
-                permissions=[ecs.DevicePermission.READ, ecs.DevicePermission.WRITE],
-            )
-            for path in props.instance.device_paths
-        ]
 
     def _monitor_sidecar(
         self, props: FleetProps, image: ecs.ContainerImage, log_group: logs.ILogGroup
@@ -207,7 +240,7 @@ class ServingTaskDefinition(Construct):
         one per host because there is one task per host, bound to this instance type's devices, and gone
         with the task. Not essential: losing the metrics must not stop serving."""
         linux = ecs.LinuxParameters(self, "MonitorLinuxParameters", init_process_enabled=True)
-        linux.add_devices(*self._devices(props))
+        linux.add_devices(*neuron_devices(props))
         return self.task_definition.add_container(
             MONITOR_CONTAINER_NAME,
             container_name=MONITOR_CONTAINER_NAME,
@@ -226,3 +259,55 @@ class ServingTaskDefinition(Construct):
                 stream_prefix=f"{props.instance.name}-monitor", log_group=log_group
             ),
         )
+
+
+class CompileTaskDefinition(Construct):
+    """The fleet's compile task (`make compile` runs it with RunTask on the fleet's cluster, capacity
+    provider, subnets and security group). A task definition of its own, not the serving one with RunTask
+    overrides, for two reasons:
+
+    - its logs go to a log group of their own: the fleet's log group feeds the NeuronRuntimeFailures metric
+      filter (neuron_health.py), and a compile's Neuron runtime output must not page the fleet. RunTask
+      cannot move a container's logs: a ContainerOverride holds command, environment, environmentFiles,
+      cpu, memory, memoryReservation and resourceRequirements, no logConfiguration (ECS API reference,
+      ContainerOverride);
+    - its task role is the compile task role (the only role that may write compiled/) and its command the
+      compile mode, so RunTask needs no taskRoleArn or command override.
+
+    No sidecar (neuron-monitor's hardware metrics are the serving fleet's), no ports, no health check (the
+    probe asks Triton, which a compile never starts). The same container options as serving: the key a
+    compile writes is the key the serving hosts compute from the same environment."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        props: FleetProps,
+        task_role: iam.IRole,
+        log_group: logs.ILogGroup,
+    ) -> None:
+        super().__init__(scope, id)
+        self.task_definition = ecs.Ec2TaskDefinition(
+            self,
+            "TaskDefinition",
+            network_mode=ecs.NetworkMode.AWS_VPC,
+            task_role=task_role,
+            volumes=[data_volume()],
+        )
+        self.container = self.task_definition.add_container(
+            COMPILE_CONTAINER_NAME,
+            container_name=COMPILE_CONTAINER_NAME,
+            image=props.image.container_image(self),
+            command=COMPILE_COMMAND,
+            **engine_container_options(self, props),
+            # Blocking: a compile's log is the record of why it failed, and a stalled write delays no
+            # request (the serving container's non-blocking reasoning does not apply).
+            logging=ecs.LogDrivers.aws_logs(
+                stream_prefix=f"{props.instance.name}-compile",
+                log_group=log_group,
+                mode=ecs.AwsLogDriverMode.BLOCKING,
+            ),
+        )
+        self.container.add_mount_points(data_mount())
+        acknowledge_task_definition(self.task_definition, props, "tensor-parallel degree, S3 location")

@@ -1,7 +1,9 @@
 """The compile task (`make compile`: the serving image's `python3 -m entrypoint.compile`) run under the
 compile task role's policy from the synthesized template, with moto enforcing it: it reads the weights, writes
 `compiled/<key>/` with `artifact-manifest.json` last; it cannot write the weights; and the policy without its
-write statement fails the compile with a one-line error, not a traceback.
+write statement fails the compile with a one-line error, not a traceback. The compile task definitions hold
+that role (no serving one does), their execution roles write only their own log group, and the operator
+may run them and no serving task definition.
 
 The engine's compile itself is a STAND-IN (no Neuron device here), and so is the Triton lookup the plan makes
 (the infra environment has no Triton binary; the serving tests run the real one)."""
@@ -18,10 +20,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from cdk_constructs.fleet.task_definition import COMPILE_COMMAND
 from settings import load_settings
 from stacks.routing_names import stack_name
 from stacks.serving_app import build_app
-from tests.iam.policies import assumed_session, enforced, role_policy
+from tests.iam.policies import ACCOUNT, assumed_session, enforced, role_policy
 
 os.environ.setdefault("CDK_VALIDATION", "false")
 REPO = Path(__file__).resolve().parents[2]
@@ -49,19 +52,21 @@ def compile_policy(synthesized) -> dict:
     return role_policy(synthesized, "ModelStoreCompileTaskRole", REGION)
 
 
-def _task_environment(template: dict) -> dict[str, str]:
-    """The serving container's environment as the fleet's task definition sets it (the compile task runs
-    that task definition)."""
+def _compile_task_definition(template: dict) -> dict:
+    """The fleet's compile task definition (the first fleet's): the one `make compile` runs."""
     for resource in template["Resources"].values():
         if resource["Type"] != "AWS::ECS::TaskDefinition":
             continue
-        for container in resource["Properties"]["ContainerDefinitions"]:
-            environ = {
-                v["Name"]: v["Value"] for v in container.get("Environment", []) if isinstance(v["Value"], str)
-            }
-            if "MODEL_ID" in environ:
-                return environ
-    raise LookupError("no serving container in the template")
+        (first, *_) = resource["Properties"]["ContainerDefinitions"]
+        if first.get("Command") == COMPILE_COMMAND:
+            return resource["Properties"]
+    raise LookupError("no compile task definition in the template")
+
+
+def _task_environment(template: dict) -> dict[str, str]:
+    """The compile container's environment as the fleet's compile task definition sets it."""
+    (container,) = _compile_task_definition(template)["ContainerDefinitions"]
+    return {v["Name"]: v["Value"] for v in container.get("Environment", []) if isinstance(v["Value"], str)}
 
 
 class _NoTriton(start_module.TritonInstall):
@@ -165,3 +170,64 @@ def test_the_serving_task_role_cannot_write_compiled_artifacts(synthesized, envi
     with enforced():
         assert _run(environ, session) == 2
     assert "AccessDenied" in capsys.readouterr().err
+
+
+def test_the_compile_task_definitions_hold_the_compile_role_and_the_serving_ones_do_not(synthesized):
+    """RunTask overrides no role: the compile task definition names the compile task role itself, and no
+    other task definition names it."""
+    (compile_role,) = (
+        logical
+        for logical, r in synthesized["Resources"].items()
+        if r["Type"] == "AWS::IAM::Role" and logical.startswith("ModelStoreCompileTaskRole")
+    )
+    roles = {}
+    for logical, resource in synthesized["Resources"].items():
+        if resource["Type"] == "AWS::ECS::TaskDefinition":
+            containers = resource["Properties"]["ContainerDefinitions"]
+            compiles = containers[0].get("Command") == COMPILE_COMMAND
+            roles[logical] = (compiles, resource["Properties"]["TaskRoleArn"]["Fn::GetAtt"][0])
+    assert {compiles for compiles, _ in roles.values()} == {True, False}
+    for logical, (compiles, role) in roles.items():
+        assert (role == compile_role) == compiles, logical
+
+
+def test_a_compile_tasks_execution_role_writes_only_its_own_log_group(synthesized):
+    """The compile task's logs land in its own group, and its execution role can write no other (the
+    fleet's serving group feeds the NeuronRuntimeFailures metric filter)."""
+    task = _compile_task_definition(synthesized)
+    (container,) = task["ContainerDefinitions"]
+    group = container["LogConfiguration"]["Options"]["awslogs-group"]["Ref"]
+    execution_role = task["ExecutionRoleArn"]["Fn::GetAtt"][0]
+    policy = role_policy(synthesized, execution_role, REGION)
+    logs = [s for s in policy["Statement"] if any(a.startswith("logs:") for a in _list(s["Action"]))]
+    assert [s["Resource"] for s in logs] == [{"Fn::GetAtt": [group, "Arn"]}]
+    filtered = {
+        r["Properties"]["LogGroupName"]["Ref"]
+        for r in synthesized["Resources"].values()
+        if r["Type"] == "AWS::Logs::MetricFilter"
+    }
+    assert filtered and group not in filtered
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def test_the_operator_may_run_the_compile_task_definitions_and_no_serving_one(synthesized):
+    """The operator policy's RunTask statement matches each compile task definition's family (CDK names it
+    after the construct path: the fleet's `Compile` construct) and no serving task definition's."""
+    from fnmatch import fnmatchcase
+
+    from ops.operator_policy import render
+
+    (statement,) = (s for s in render(SETTINGS, ACCOUNT)["Statement"] if s["Action"] == ["ecs:RunTask"])
+    (pattern,) = statement["Resource"]
+    runnable = {}
+    for resource in synthesized["Resources"].values():
+        if resource["Type"] == "AWS::ECS::TaskDefinition":
+            family = resource["Properties"]["Family"]
+            arn = f"arn:aws:ecs:{REGION}:{ACCOUNT}:task-definition/{family}:3"
+            compiles = resource["Properties"]["ContainerDefinitions"][0].get("Command") == COMPILE_COMMAND
+            runnable[family] = (compiles, fnmatchcase(arn, pattern))
+    assert len(runnable) == 2 * len(SETTINGS.regions[REGION].fleets)
+    assert all(compiles == allowed for compiles, allowed in runnable.values()), runnable

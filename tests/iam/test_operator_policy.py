@@ -41,6 +41,7 @@ from settings.aws_limits import INTERNET_GATEWAYS_PER_REGION, NAT_GATEWAYS_PER_Z
 from settings.aws_rules import DESCRIBE_ALARMS_COMPOSITES_NEED_STAR, Rule, describe_alarms_sees_composites
 from stacks.routing_names import neuron_ami_parameter, powertools_layer_parameter, stack_name
 from tests.iam.policies import ACCOUNT, Unenforced, assumed_session, enforced, suspended
+from tests.ops.compile_fleet import compile_fleet, resource_names
 
 REPO = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
@@ -150,6 +151,9 @@ def account(settings, tmp_path_factory) -> Iterator[Path]:
     with mock_aws():
         session = boto3.Session(region_name=REGION)
         _deploy(session, settings.project)
+        # A fleet `make compile` can start its task on: an awsvpc compile task definition, the service's
+        # subnets and security group.
+        compile_fleet(session, settings.project, REGION)
         # Another team's NAT gateway: the preflight counts it per zone (through its subnet).
         ec2 = session.client("ec2")
         vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
@@ -301,16 +305,7 @@ def tool_calls(settings, config: Path) -> dict[str, list[Callable[[Any], Any]]]:
             lambda s: fleet_resources(
                 client(s, "cloudformation"), stack_name(settings, REGION), artifact.instance_type
             ),
-            lambda s: start_compile(
-                client(s, "ecs"),
-                {
-                    "cluster": f"{project}-cluster",
-                    "TaskDefinition": f"arn:aws:ecs:{REGION}:{ACCOUNT}:task-definition/serving:1",
-                    "CapacityProvider": "inf2-provider",
-                    "CompileRole": f"{project}-{REGION}-ModelStoreCompileTaskRole-X",
-                },
-                artifact,
-            ),
+            lambda s: start_compile(client(s, "ecs"), resource_names(project), artifact),
         ],
     }
 

@@ -16,6 +16,11 @@ from tests.stacks.conftest import keys, resources
 ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
 
 
+def serving_container(task: dict) -> dict | None:
+    """A task definition's serving container; None for a fleet's compile task definition."""
+    return next((c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "serving"), None)
+
+
 def test_one_stack_per_region_bound_to_the_configured_account(settings, synthesized):
     _, assembly = synthesized
     stacks = {stack.stack_name: stack.environment for stack in assembly.stacks}
@@ -38,7 +43,9 @@ def test_every_fleet_maps_every_neuron_device_of_its_type(settings, templates):
         tasks = resources(template, "AWS::ECS::TaskDefinition").values()
         mapped = {}
         for task in tasks:
-            container = next(c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "serving")
+            container = serving_container(task)
+            if container is None:  # the fleet's compile task definition
+                continue
             environment = {e["Name"]: e["Value"] for e in container["Environment"]}
             mapped[environment["INSTANCE_TYPE"]] = [
                 d["HostPath"] for d in container["LinuxParameters"]["Devices"]
@@ -87,7 +94,9 @@ def test_alb_checks_model_readiness_on_the_traffic_port(settings, templates):
 def test_tasks_get_shared_memory_and_the_maximum_stop_timeout(settings, templates):
     for template in templates.values():
         for task in resources(template, "AWS::ECS::TaskDefinition").values():
-            container = next(c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "serving")
+            container = serving_container(task)
+            if container is None:  # the fleet's compile task definition: it stops when its compile ends
+                continue
             assert container["LinuxParameters"]["SharedMemorySize"] == settings.serving.shared_memory_mib
             assert container["StopTimeout"] == 120
 

@@ -71,10 +71,31 @@ def build(stack, vpc, props):
         targets=FleetTargets(http=http, grpc=grpc, load_balancer_security_group=alb_sg),
         task_role=role,
         log_group=logs.LogGroup(stack, "Logs"),
+        compile_task_role=iam.Role(
+            stack, "CompileTaskRole", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com")
+        ),
+        compile_log_group=logs.LogGroup(stack, "CompileLogs"),
     )
     return fleet, Template.from_stack(stack)
 
 
+def serving_task_definition(template):
+    (task,) = (
+        t
+        for logical_id, t in template.find_resources("AWS::ECS::TaskDefinition").items()
+        if logical_id.startswith("FleetTask")
+    )
+    return task
+
+
+def compile_task_definition(template):
+    (task,) = (
+        t
+        for logical_id, t in template.find_resources("AWS::ECS::TaskDefinition").items()
+        if logical_id.startswith("FleetCompile")
+    )
+    return task
+
+
 def serving_container(template):
-    task = next(iter(template.find_resources("AWS::ECS::TaskDefinition").values()))
-    return task["Properties"]["ContainerDefinitions"][0]
+    return serving_task_definition(template)["Properties"]["ContainerDefinitions"][0]

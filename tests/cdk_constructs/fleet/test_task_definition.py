@@ -6,7 +6,11 @@ from hypothesis import strategies as st
 
 from cdk_constructs.fleet import ImageSource
 from cdk_constructs.fleet.host_boot import SERVING_USER_ID, STOP_TIMEOUT_SECONDS, data_disk_script
+from cdk_constructs.fleet.neuron_health import RUNTIME_FAILURES_METRIC
+from cdk_constructs.fleet.service import TARGET_GROUP_ENV_PREFIX
 from cdk_constructs.fleet.task_definition import (
+    COMPILE_COMMAND,
+    COMPILE_CONTAINER_NAME,
     DEAD_CONTAINER_SECONDS,
     LOG_BUFFER_MIB,
     container_health_command,
@@ -14,7 +18,13 @@ from cdk_constructs.fleet.task_definition import (
 )
 from settings.aws_limits import COLD_START_BUDGET_MAX
 from settings.instances import INSTANCES
-from tests.cdk_constructs.fleet.builders import build, fleet_props, serving_container
+from tests.cdk_constructs.fleet.builders import (
+    build,
+    compile_task_definition,
+    fleet_props,
+    serving_container,
+    serving_task_definition,
+)
 
 
 @pytest.mark.parametrize("instance_type", ["inf2.8xlarge", "inf2.48xlarge", "trn1.32xlarge", "trn2.48xlarge"])
@@ -121,7 +131,7 @@ def test_the_task_runs_as_the_serving_user_with_an_init_process(template):
     container = serving_container(template)
     assert container["User"] == f"{SERVING_USER_ID}:{SERVING_USER_ID}" and SERVING_USER_ID != 0
     assert container["LinuxParameters"]["InitProcessEnabled"] is True
-    task = next(iter(template.find_resources("AWS::ECS::TaskDefinition").values()))["Properties"]
+    task = serving_task_definition(template)["Properties"]
     for definition in task["ContainerDefinitions"]:
         assert definition.get("User") == f"{SERVING_USER_ID}:{SERVING_USER_ID}", definition["Name"]
         assert definition["LinuxParameters"]["InitProcessEnabled"] is True, definition["Name"]
@@ -146,7 +156,7 @@ def test_any_valid_cold_start_budget_gets_a_covering_container_health_check(budg
 
 
 def test_weights_and_compiled_artifacts_land_on_the_host_data_disk(template):
-    task = next(iter(template.find_resources("AWS::ECS::TaskDefinition").values()))["Properties"]
+    task = serving_task_definition(template)["Properties"]
     assert task["Volumes"] == [{"Name": "serving-data", "Host": {"SourcePath": "/opt/serving-data"}}]
     mounts = task["ContainerDefinitions"][0]["MountPoints"]
     assert mounts == [{"SourceVolume": "serving-data", "ContainerPath": "/opt/models", "ReadOnly": False}]
@@ -189,3 +199,56 @@ def test_container_logs_never_block_the_streams(template):
     options = serving_container(template)["LogConfiguration"]["Options"]
     assert options["mode"] == "non-blocking"
     assert options["max-buffer-size"] == f"{LOG_BUFFER_MIB * 1024 * 1024}b"
+
+
+def _logical_id(template, resource_type, prefix):
+    (found,) = (key for key in template.find_resources(resource_type) if key.startswith(prefix))
+    return found
+
+
+def test_compile_tasks_log_apart_from_the_group_the_runtime_failure_filter_reads(template):
+    """A compile's Neuron runtime output must not count as the fleet's NeuronRuntimeFailures (it pages)."""
+    serving_logs = _logical_id(template, "AWS::Logs::LogGroup", "Logs")
+    compile_logs = _logical_id(template, "AWS::Logs::LogGroup", "CompileLogs")
+    (compile_container,) = compile_task_definition(template)["Properties"]["ContainerDefinitions"]
+    options = compile_container["LogConfiguration"]["Options"]
+    assert options["awslogs-group"] == {"Ref": compile_logs}
+    filters = template.find_resources("AWS::Logs::MetricFilter").values()
+    runtime = [
+        f
+        for f in filters
+        if f["Properties"]["MetricTransformations"][0]["MetricName"].startswith(RUNTIME_FAILURES_METRIC)
+    ]
+    assert [f["Properties"]["LogGroupName"] for f in runtime] == [{"Ref": serving_logs}]
+    assert not [f for f in filters if f["Properties"]["LogGroupName"] == {"Ref": compile_logs}]
+    # Every container of the serving task still logs where the filter reads.
+    for container in serving_task_definition(template)["Properties"]["ContainerDefinitions"]:
+        assert container["LogConfiguration"]["Options"]["awslogs-group"] == {"Ref": serving_logs}
+
+
+def test_the_compile_task_runs_the_compile_mode_under_the_compile_role_with_nothing_to_override(template):
+    task = compile_task_definition(template)["Properties"]
+    (container,) = task["ContainerDefinitions"]
+    assert container["Name"] == COMPILE_CONTAINER_NAME and container["Command"] == COMPILE_COMMAND
+    compile_role = _logical_id(template, "AWS::IAM::Role", "CompileTaskRole")
+    assert task["TaskRoleArn"] == {"Fn::GetAtt": [compile_role, "Arn"]}
+    # awsvpc like the service, so the compile runs in the service's subnets and security group.
+    assert task["NetworkMode"] == "awsvpc"
+    assert "PortMappings" not in container and "HealthCheck" not in container
+
+
+def test_the_compile_container_is_the_serving_container_the_key_is_computed_from(template):
+    """Same image, devices, memory, user, data disk and environment (the compiled-artifact key's inputs):
+    what the compile writes is what the serving hosts load. The serving container adds only the target
+    groups it is registered in."""
+    (compiling,) = compile_task_definition(template)["Properties"]["ContainerDefinitions"]
+    serving = serving_container(template)
+    for field in ("Image", "LinuxParameters", "Ulimits", "User", "MemoryReservation", "MountPoints"):
+        assert compiling[field] == serving[field], field
+    environment = {e["Name"]: e["Value"] for e in serving["Environment"]}
+    environment = {k: v for k, v in environment.items() if not k.startswith(TARGET_GROUP_ENV_PREFIX)}
+    assert {e["Name"]: e["Value"] for e in compiling["Environment"]} == environment
+    assert (
+        compile_task_definition(template)["Properties"]["Volumes"]
+        == serving_task_definition(template)["Properties"]["Volumes"]
+    )
