@@ -70,6 +70,10 @@ ON_MOTO: dict[str, tuple[str, ...]] = {
     "ecs:describe_services": (RELEASE, WAVES),
     "ecs:list_clusters": (RELEASE,),
     "ecs:list_services": (RELEASE, WAVES),
+    "ecs:run_task": (
+        "tests/ops/test_compile.py::test_the_compile_task_starts_in_the_services_subnets_and_security_group",
+        "tests/ops/test_compile.py::test_make_compile_starts_one_task_for_the_one_missing_key",
+    ),
     "ecs:update_service": (RELEASE,),
     "elbv2:describe_account_limits": ("tests/ops/preflight/test_aws.py::test_elb_limits_against_moto",),
     "route53:change_resource_record_sets": (HANDLER,),
@@ -119,21 +123,8 @@ def not_implemented(reason: str, tests: tuple[str, ...], call: str, **params: An
     )
 
 
-def _run_task_on_a_capacity_provider() -> Any:
-    ecs = _client("ecs")
-    ecs.create_cluster(clusterName="kit-cluster")
-    family = ecs.register_task_definition(
-        family="kitserving", containerDefinitions=[{"name": "serving", "image": "serving", "memory": 512}]
-    )["taskDefinition"]["taskDefinitionArn"]
-    return ecs.run_task(
-        cluster="kit-cluster",
-        taskDefinition=family,
-        capacityProviderStrategy=[{"capacityProvider": "kit-inf2", "weight": 1}],
-    )
-
-
-PREFLIGHT_STUBBED = "tests/ops/preflight/test_aws.py::"
 HOST_ROLL = "tests/ops/test_host_roll.py::"
+PREFLIGHT_STUBBED = "tests/ops/preflight/test_aws.py::"
 STUBBED: dict[str, MotoLacks] = {
     # An instance refresh rolls a cell's hosts onto a new AMI (ops/host_roll.py); the tests answer these three
     # with a Stubber beside moto's other answers.
@@ -160,17 +151,6 @@ STUBBED: dict[str, MotoLacks] = {
         (PREFLIGHT_STUBBED + "test_capacity_reservations_one_call_per_id_and_none_for_an_unknown_id",),
         "ec2:describe_capacity_reservations",
         CapacityReservationIds=["cr-0123456789abcdef0"],
-    ),
-    "ecs:run_task": MotoLacks(
-        reason=(
-            "moto 5.2.5 places no task through a capacity provider strategy: it raises 'No instances found "
-            "in cluster', which is no answer of AWS's (AWS answers with failures)"
-        ),
-        tests=(
-            "tests/ops/test_compile.py::test_the_compile_task_runs_the_fleets_task_definition_in_compile_mode",
-        ),
-        probe=_run_task_on_a_capacity_provider,
-        answer="No instances found in cluster",
     ),
     "lambda:get_account_settings": MotoLacks(
         reason="moto 5.2.5 has no route for Lambda's GetAccountSettings (it answers 'Not yet implemented')",
