@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import pytest
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk.assertions import Match, Template
 
-from cdk_constructs.routing_endpoint import RoutingEndpoint, RoutingEndpointProps, alarm_name
+from cdk_constructs.routing_endpoint import RoutingEndpoint, RoutingEndpointProps
+from tests.cdk_constructs.conftest import host_vpc, new_stack
 
 PROPS = RoutingEndpointProps(
     alarm_name_prefix="kit-us-east-1-routing",
@@ -23,13 +27,24 @@ PROPS = RoutingEndpointProps(
 ROUTE53_STATISTICS = {"Average", "Minimum", "Maximum", "Sum", "SampleCount"}
 
 
+def _build(stack, vpc, props=PROPS, port=8000) -> Template:
+    alb = elbv2.ApplicationLoadBalancer(stack, "Alb", vpc=vpc)
+    group = elbv2.ApplicationTargetGroup(
+        stack,
+        "Http",
+        vpc=vpc,
+        port=port,
+        protocol=elbv2.ApplicationProtocol.HTTP,
+        target_type=elbv2.TargetType.IP,
+    )
+    alb.add_listener("Listener", port=80, default_target_groups=[group])
+    RoutingEndpoint(stack, "Routing", props=props, load_balancer=alb, target_group=group)
+    return Template.from_stack(stack)
+
+
 @pytest.fixture
 def template(stack, vpc) -> Template:
-    alb = elbv2.ApplicationLoadBalancer(stack, "Alb", vpc=vpc)
-    group = elbv2.ApplicationTargetGroup(stack, "Http", vpc=vpc, port=8000, target_type=elbv2.TargetType.IP)
-    alb.add_listener("Listener", port=80, default_target_groups=[group])
-    RoutingEndpoint(stack, "Routing", props=PROPS, load_balancer=alb, target_group=group)
-    return Template.from_stack(stack)
+    return _build(stack, vpc)
 
 
 def test_every_alarm_is_one_standard_metric_with_a_statistic_route53_follows(template):
@@ -134,7 +149,47 @@ def test_publishes_the_endpoint_and_the_health_check_for_the_orchestrator(templa
     )
 
 
-def test_alarm_names_change_with_their_settings_so_health_checks_copy_them_again():
-    assert alarm_name("p", "errors", 0.01, 2) == alarm_name("p", "errors", 0.01, 2)
-    assert alarm_name("p", "errors", 0.01, 2) != alarm_name("p", "errors", 0.02, 2)
-    assert alarm_name("p", "errors", 0.01, 2).startswith("p-errors-")
+def _alarm_names(props=PROPS, port=8000) -> dict[str, str]:
+    """Alarm logical id (less its hash) -> AlarmName, from a fresh app: what another synth would write."""
+    stack = new_stack()
+    alarms = _build(stack, host_vpc(stack), props, port).find_resources("AWS::CloudWatch::Alarm")
+    return {
+        re.sub(r"[0-9A-F]{8}$", "", key): alarm["Properties"]["AlarmName"] for key, alarm in alarms.items()
+    }
+
+
+def test_alarm_names_are_the_prefix_the_signal_and_a_digest_resolved_at_synth():
+    names = _alarm_names()
+    assert sorted(names) == ["RoutingErrorShare", "RoutingNoHealthyHosts"]
+    assert re.fullmatch(r"kit-us-east-1-routing-serving-errors-[0-9a-f]{8}", names["RoutingErrorShare"])
+    assert re.fullmatch(r"kit-us-east-1-routing-no-healthy-hosts-[0-9a-f]{8}", names["RoutingNoHealthyHosts"])
+    assert _alarm_names() == names  # the same settings give the same names in every synth
+
+
+def test_a_replaced_target_group_makes_a_new_healthy_hosts_alarm_so_its_check_copies_the_new_one():
+    """A new port replaces the group under the same logical id: the alarm's dimensions (GetAtt of the group)
+    read the same in the template, but Route 53 would keep watching the old group's series, which has no
+    data (healthy). The name changes, so CloudFormation makes a new alarm and updates the check to it."""
+    before, after = _alarm_names(), _alarm_names(port=8080)
+    assert before["RoutingNoHealthyHosts"] != after["RoutingNoHealthyHosts"]
+    assert before["RoutingErrorShare"] == after["RoutingErrorShare"]  # it does not watch the group
+
+
+@pytest.mark.parametrize(
+    ("change", "moved"),
+    [
+        ({"error_share": 0.03}, "RoutingErrorShare"),  # threshold
+        ({"error_bad_minutes": 2}, "RoutingErrorShare"),  # the M of N
+        ({"model_name": "other"}, "RoutingErrorShare"),  # a dimension
+        ({"metrics_namespace": "Other"}, "RoutingErrorShare"),
+        ({"evaluation_minutes": 3}, "RoutingNoHealthyHosts"),
+    ],
+)
+def test_a_change_of_what_an_alarm_watches_renames_that_alarm_alone(change, moved):
+    before, after = _alarm_names(), _alarm_names(dataclasses.replace(PROPS, **change))
+    assert {key for key in before if before[key] != after[key]} == {moved}
+
+
+def test_a_change_of_wording_keeps_the_names():
+    """Descriptions and health-check labels are for people: no new alarm (and no new check) for them."""
+    assert _alarm_names() == _alarm_names(dataclasses.replace(PROPS, label="us-east-1/2"))
