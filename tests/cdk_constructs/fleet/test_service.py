@@ -328,3 +328,16 @@ def test_the_threshold_at_a_prime_day_cells_peak_deploy():
     assert (deploy_batch(145, 217 + 55), failed_tasks_to_roll_back(145, percent)) == (127, 18)
     assert (deploy_batch(217, 217 + 55), failed_tasks_to_roll_back(217, percent)) == (55, 27)
     assert failed_tasks_to_roll_back(3, percent) == 3  # off-peak: ECS's floor, one whole batch
+
+
+def test_the_alarm_reads_the_series_the_container_writes():
+    """The metric and revision dimension the serving container publishes (container/assistant/metrics.py)
+    are the ones the deployment alarm reads; a rename on one side would leave the alarm without data."""
+    from assistant import metrics
+    from cdk_constructs.fleet.neuron_health import REVISION_DIMENSION
+    from cdk_constructs.fleet.service import SERVING_ERROR_METRIC
+
+    assert metrics.REVISION_DIMENSION == REVISION_DIMENSION
+    assert metrics.SERVING_ERROR == SERVING_ERROR_METRIC
+    _, sets = metrics.serving_dimensions("assistant", {"INSTANCE_TYPE": "inf2.48xlarge"}, revision="3")
+    assert ["Model", "InstanceType", REVISION_DIMENSION] in sets
