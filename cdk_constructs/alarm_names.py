@@ -83,12 +83,28 @@ def references(value: Any) -> Iterator[str]:
             yield from references(inner)
 
 
-def _resources(stack: Stack) -> dict[str, CfnResource]:
-    return {
-        stack.resolve(node.logical_id): node
-        for node in stack.node.find_all()
-        if isinstance(node, CfnResource) and Stack.of(node) is stack
-    }
+class _LogicalIds:
+    """Logical id -> L1 resource of the stack last asked about: one walk of the tree per stack, not one per
+    alarm (a walk costs ~0.1 s on a regional stack), walked again when an id is missing (a resource added
+    since). The allocated ids: none of the kit's resources overrides its own."""
+
+    def __init__(self) -> None:
+        self._stack: Stack | None = None
+        self._found: dict[str, CfnResource] = {}
+
+    def lookup(self, stack: Stack, logical_ids: set[str]) -> dict[str, CfnResource]:
+        wanted = {logical_id for logical_id in logical_ids if not logical_id.startswith("AWS::")}
+        if self._stack is not stack or not wanted <= set(self._found):
+            self._stack = stack
+            self._found = {
+                stack.get_logical_id(node): node
+                for node in stack.node.find_all()
+                if isinstance(node, CfnResource)
+            }
+        return {logical_id: self._found[logical_id] for logical_id in wanted if logical_id in self._found}
+
+
+_logical_ids = _LogicalIds()
 
 
 def identity(stack: Stack, resource: CfnResource) -> dict[str, Any]:
@@ -107,12 +123,8 @@ def watched(stack: Stack, alarm: cloudwatch.CfnAlarm) -> dict[str, Any]:
     settings = stack.resolve(
         {key: value for key, value in alarm._cfn_properties.items() if key not in NOT_WATCHED}
     )
-    found = _resources(stack)
-    behind = {
-        logical_id: identity(stack, found[logical_id])
-        for logical_id in sorted(set(references(settings)))
-        if logical_id in found
-    }
+    found = _logical_ids.lookup(stack, set(references(settings)))
+    behind = {logical_id: identity(stack, found[logical_id]) for logical_id in sorted(found)}
     return {"alarm": settings, "references": behind}
 
 
