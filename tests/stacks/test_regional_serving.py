@@ -414,3 +414,22 @@ def test_the_first_create_assembly_is_unprotected_and_at_zero_tasks(settings, te
         assert service["Properties"]["DesiredCount"] == 0
     for group in resources(first, "AWS::AutoScaling::AutoScalingGroup").values():
         assert group["Properties"]["MinSize"] == "0"
+
+
+def test_each_health_check_names_an_alarm_whose_name_digests_what_it_watches(settings, templates):
+    """Route 53 copies a CLOUDWATCH_METRIC check's alarm when the check is created or pointed at another
+    alarm: each alarm a check follows is named, at synth, with a digest of its settings (alarm_names.py),
+    so a change of what it watches is a new alarm and the check copies it again."""
+    for region, template in templates.items():
+        alarms = resources(template, "AWS::CloudWatch::Alarm")
+        checks = [
+            c["Properties"]["HealthCheckConfig"]
+            for c in resources(template, "AWS::Route53::HealthCheck").values()
+            if c["Properties"]["HealthCheckConfig"]["Type"] == "CLOUDWATCH_METRIC"
+        ]
+        assert len(checks) == 2, region
+        for config in checks:
+            name = alarms[config["AlarmIdentifier"]["Name"]["Ref"]]["Properties"]["AlarmName"]
+            assert re.fullmatch(
+                rf"{settings.project}-{region}-routing-(serving-errors|no-healthy-hosts)-[0-9a-f]{{8}}", name
+            ), region
