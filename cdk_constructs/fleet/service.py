@@ -1,5 +1,6 @@
 """The fleet's ECS service: one task per host on the fleet's capacity provider, registered into the
-region's shared target groups, with the alarm that says the fleet is short of tasks."""
+region's shared target groups, with the alarm that says the fleet is short of tasks, and what rolls a deploy
+back: a circuit breaker scaled to the deploy's batch and an alarm on the new revision's failed requests."""
 
 from __future__ import annotations
 
@@ -88,10 +89,11 @@ def failed_tasks_to_roll_back(desired: int, percent: int) -> int:
 # 10%). The arithmetic at Prime Day: a us-east-1 cell serves ~1,250 requests/s on ~220-325 hosts, 4-6 a
 # host; the first batch of 55 new hosts, once past its cold start, takes ~13,000 requests a minute, 1,300 of
 # them failing at 10%. The alarm is in ALARM after the second such minute plus CloudWatch's delay in
-# extracting EMF (~1-2 min): ~3-4 min, ~4,000-5,000 failed requests, before ECS rolls the deploy back, well
-# inside the cold start that the next batch would take. The rollback then starts old-revision tasks, a cold
-# start long, while the bad ones serve on (ECS keeps 100% healthy): the cell's error share (~1.7% with 55 of
-# ~325 hosts failing 10%) is above routing.error_share, so the orchestrator moves weight off it meanwhile.
+# extracting EMF (~1-2 min): ~3-4 min, ~4,000-5,000 failed requests (~10,000 for the 127-host batch a deploy
+# at the event's minimum starts), before ECS rolls the deploy back, well inside the next batch's cold start.
+# The rollback then starts old-revision tasks, a cold start long, while the bad ones serve on (ECS keeps 100%
+# healthy): the cell's error share (~1.7% with 55 of ~325 hosts failing 10%) is above routing.error_share,
+# so the orchestrator moves weight off it meanwhile.
 # A new revision has no data until it serves: missing data is not breaching.
 DEPLOY_ERROR_SHARE = 0.05
 DEPLOY_MIN_REQUESTS = 20
