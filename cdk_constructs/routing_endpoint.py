@@ -19,7 +19,6 @@ So each signal is a 0/1 per-request metric whose Average is a share, or a plain 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 from aws_cdk import Duration, Stack, Tags
@@ -28,6 +27,8 @@ from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_route53 as route53
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
+
+from cdk_constructs.alarm_names import WatchedAlarm
 
 # No data in a minute (no streams finished, a new region with no traffic yet, a region the orchestrator
 # drained) must not fail a region out: LastKnownStatus would keep a drained region unhealthy for ever,
@@ -57,13 +58,6 @@ class RoutingEndpointProps:
     label: str = ""
 
 
-def alarm_name(prefix: str, signal: str, *settings: object) -> str:
-    """Deterministic from config, and new whenever the alarm's settings change: a new name makes
-    CloudFormation update the health check, which is when Route 53 copies the alarm's settings again."""
-    digest = hashlib.sha256(repr(settings).encode()).hexdigest()[:8]
-    return f"{prefix}-{signal}-{digest}"
-
-
 class RoutingEndpoint(Construct):
     def __init__(
         self,
@@ -75,12 +69,12 @@ class RoutingEndpoint(Construct):
         target_group: elbv2.ApplicationTargetGroup,
     ) -> None:
         super().__init__(scope, id)
+        self._prefix = props.alarm_name_prefix
         minutes = props.evaluation_minutes
         bad, window = props.error_bad_minutes, props.error_window_minutes
-        share_settings = (bad, window, props.metrics_namespace, props.model_name)
         self.error_share_alarm = self._alarm(
             "ErrorShare",
-            alarm_name(props.alarm_name_prefix, "serving-errors", props.error_share, *share_settings),
+            "serving-errors",
             f"More than {props.error_share:.1%} of requests failed on the server's side (sheds not counted) "
             f"in {bad} of the last {window} min",
             self._model_metric(props, "ServingError"),
@@ -91,7 +85,7 @@ class RoutingEndpoint(Construct):
         )
         self.healthy_hosts_alarm = self._alarm(
             "NoHealthyHosts",
-            alarm_name(props.alarm_name_prefix, "no-healthy-hosts", minutes),
+            "no-healthy-hosts",
             f"No healthy host behind the ALB for {minutes} min",
             target_group.metrics.healthy_host_count(statistic="Minimum", period=Duration.minutes(1)),
             1,
@@ -191,7 +185,7 @@ class RoutingEndpoint(Construct):
     def _alarm(
         self,
         id: str,
-        name: str,
+        signal: str,
         description: str,
         metric: cloudwatch.IMetric,
         threshold: float,
@@ -201,11 +195,13 @@ class RoutingEndpoint(Construct):
     ) -> cloudwatch.Alarm:
         """An alarm Route 53 follows. Route 53 copies the alarm's metric, statistic, period, evaluation
         periods and threshold (API reference, CloudWatchAlarmConfiguration: no DatapointsToAlarm), so the M
-        of N rule is the alarm's own; the orchestrator drains on the same rule."""
-        return cloudwatch.Alarm(
+        of N rule is the alarm's own; the orchestrator drains on the same rule. Named for what it watches
+        (alarm_names.py): a change of metric, dimensions (a replaced target group) or rule is a new alarm, and
+        the health check naming it is updated, which is when Route 53 copies the alarm's settings again."""
+        return WatchedAlarm(
             self,
             id,
-            alarm_name=name,
+            name_prefix=f"{self._prefix}-{signal}",
             alarm_description=f"{description}; a Route 53 health check follows it",
             metric=metric,
             threshold=threshold,

@@ -4,12 +4,13 @@ alarm. ECS Container Insights has no Neuron metrics, so both come from the host 
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Fn
+from aws_cdk import Duration, Fn, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from cdk_constructs.alarm_names import WatchedAlarm
 from cdk_constructs.fleet.props import FleetProps
 
 # Neuron runtime (NRT) and driver (TDRV) messages that mean the engine could not get or start its
@@ -125,15 +126,23 @@ class NeuronHealth(Construct):
             description=f"{instance_type}: hardware errors on a Neuron device of a host running the "
             "service's current task definition revision, in 3 of the last 5 minutes; a deploy of that "
             "revision rolls back on it (hosts of older revisions are not counted)",
+            # Each revision its own alarm in a fresh state (alarm_names.py): updated in place, it would
+            # keep the previous revision's ALARM and roll back the next deploy at once.
+            name_prefix=f"{Stack.of(self).stack_name}-{instance_type}-deploy-hardware-errors",
         )
 
     def _any_in_minutes(
-        self, id: str, metric: cloudwatch.Metric, *, minutes: int, description: str
+        self,
+        id: str,
+        metric: cloudwatch.Metric,
+        *,
+        minutes: int,
+        description: str,
+        name_prefix: str | None = None,
     ) -> cloudwatch.Alarm:
-        """At least one event in `minutes` of the last five one-minute periods; no data is no event."""
-        return cloudwatch.Alarm(
-            self,
-            id,
+        """At least one event in `minutes` of the last five one-minute periods; no data is no event. With a
+        `name_prefix`, named for what it watches (alarm_names.py); else CloudFormation names it."""
+        settings = dict(
             alarm_description=description,
             metric=metric,
             threshold=1,
@@ -142,6 +151,9 @@ class NeuronHealth(Construct):
             datapoints_to_alarm=minutes,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
+        if name_prefix is None:
+            return cloudwatch.Alarm(self, id, **settings)
+        return WatchedAlarm(self, id, name_prefix=name_prefix, **settings)
 
     @property
     def alarms(self) -> list[cloudwatch.Alarm]:

@@ -1,8 +1,10 @@
 """The fleet's ECS service: one task per host on the fleet's capacity provider, registered into the
-region's shared target groups, with the alarm that says the fleet is short of tasks."""
+region's shared target groups, with the alarm that says the fleet is short of tasks, and what rolls a deploy
+back: a circuit breaker scaled to the deploy's batch and an alarm on the new revision's failed requests."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -13,6 +15,8 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from constructs import Construct, IConstruct
 
+from cdk_constructs.alarm_names import WatchedAlarm
+from cdk_constructs.fleet.neuron_health import REVISION_DIMENSION, task_definition_revision
 from cdk_constructs.fleet.props import FleetProps, FleetTargets
 from cdk_constructs.fleet.rollout import MAX_HEALTHY_PERCENT, MIN_HEALTHY_PERCENT
 from cdk_constructs.fleet.task_definition import CONTAINER_NAME
@@ -44,12 +48,57 @@ def target_group_variable(port: int) -> str:
     return f"{TARGET_GROUP_ENV_PREFIX}{port}"
 
 
-# Failed tasks after which the circuit breaker rolls a deploy back. ECS's default threshold is half the
-# desired count (between 3 and 200): 132 failed tasks at 264 desired, about 80 minutes of cold starts at
-# the peak, before a broken image is rolled back. A fixed count (ThresholdConfiguration type COUNT, ECS API
-# reference) judges the new task set at once: with one task per host a healthy deploy fails almost no
-# task, and three failed is the image, not a host.
-FAILED_TASKS_TO_ROLL_BACK = 3
+# The circuit breaker's threshold, in ECS's BOUNDED_PERCENT terms: this percent of the service's latest
+# desired count, never below 3 nor above 200 failed tasks (ECS API reference, ThresholdConfiguration and
+# ThresholdType). A fixed count of 3 rolled back good peak deploys: a peak deploy starts 55-127 tasks a batch,
+# none healthy for a cold start (~30 min), and three stray failures among them (a host's bad device, a spot
+# of ECS trouble) are no verdict on the image. What must hold instead, at any desired count d:
+# - a bad image fails ALL of a batch, so the threshold must be reached within one batch: the rollback comes
+#   after one cold start, not after several batches of failures (a healthy task resets the count, ECS API
+#   reference DeploymentCircuitBreaker.resetOnHealthyTask, so only a bad image's failures pile up);
+# - stray failures within a batch must stay below it.
+# A deploy's batch at d tasks is min(d, hosts the ASG may still add) (rollout.py deploy_batch), never below
+# the surge (max_surge_percent of the maximum) nor above d, so the smallest batch per desired task is the
+# surge share. Taking half of it (FAILED_SHARE_OF_BATCH) as the percent keeps the threshold at most half
+# of any batch that a bad image fails whole, and at least max_surge_percent/2 % of d: 12% of d with the
+# default 25% surge. At Prime Day (a us-east-1 cell's inf2 fleet, 145-217 tasks, batches of 127 down to
+# 55) that is 18-27 failed tasks: 14-49% of the batch, against ~1-3 stray failures expected at a 1-2%
+# stray rate. Off-peak (batches of 1-17) ECS's floor of 3 holds: a whole batch of 3 or more; at 1 or 2
+# desired tasks a bad image takes two or three batches (below 3, one stray failure would roll back).
+FAILED_SHARE_OF_BATCH = 0.5
+BOUNDED_THRESHOLD_MIN, BOUNDED_THRESHOLD_MAX = 3, 200
+
+
+def failed_task_percent(max_surge_percent: int) -> int:
+    """The circuit breaker's BOUNDED_PERCENT value for a fleet whose deploys surge this share of hosts."""
+    return max(1, math.floor(max_surge_percent * FAILED_SHARE_OF_BATCH))
+
+
+def failed_tasks_to_roll_back(desired: int, percent: int) -> int:
+    """ECS's BOUNDED_PERCENT threshold at `desired` tasks. ECS does not document its rounding; rounding up is
+    the later rollback, so the bounds tests hold either way."""
+    return min(BOUNDED_THRESHOLD_MAX, max(BOUNDED_THRESHOLD_MIN, math.ceil(desired * percent / 100)))
+
+
+# The deployment alarm on the new revision's own requests (the container's {Model, InstanceType,
+# TaskDefinitionRevision} series, container/assistant/metrics.py): an image that starts and answers but fails
+# 10% of requests passes every health check and the circuit breaker. Judged on the new revision alone: on the
+# fleet's series a fault already present would roll back every deploy, and a bad revision's errors would be
+# diluted by the old tasks. Above 5% (routing.dns_error_share's bar for a hard fault) in 2 of the last 3
+# minutes, each minute judged only on at least DEPLOY_MIN_REQUESTS requests (one stray error among ten is not
+# 10%). The arithmetic at Prime Day: a us-east-1 cell serves ~1,250 requests/s on ~220-325 hosts, 4-6 a
+# host; the first batch of 55 new hosts, once past its cold start, takes ~13,000 requests a minute, 1,300 of
+# them failing at 10%. The alarm is in ALARM after the second such minute plus CloudWatch's delay in
+# extracting EMF (~1-2 min): ~3-4 min, ~4,000-5,000 failed requests (~10,000 for the 127-host batch a deploy
+# at the event's minimum starts), before ECS rolls the deploy back, well inside the next batch's cold start.
+# The rollback then starts old-revision tasks, a cold start long, while the bad ones serve on (ECS keeps 100%
+# healthy): the cell's error share (~1.7% with 55 of ~325 hosts failing 10%) is above routing.error_share,
+# so the orchestrator moves weight off it meanwhile.
+# A new revision has no data until it serves: missing data is not breaching.
+DEPLOY_ERROR_SHARE = 0.05
+DEPLOY_MIN_REQUESTS = 20
+DEPLOY_BAD_MINUTES, DEPLOY_WINDOW_MINUTES = 2, 3
+SERVING_ERROR_METRIC = "ServingError"
 # Container Insights publishes the service's task counts once a minute.
 TASK_COUNT_PERIOD_SECONDS = 60
 
@@ -92,6 +141,9 @@ class ServingService(Construct):
             self.security_group.add_ingress_rule(
                 targets.load_balancer_security_group, ec2.Port.tcp(port), "from the serving ALB only"
             )
+        # The service's own judge of a deploy, beside those of other parts (the Neuron devices').
+        self.deployment_alarm = self._new_revision_error_alarm(props, task_definition)
+        judges = [self.deployment_alarm, *deployment_alarms]
         self.service = ecs.Ec2Service(
             self,
             "Service",
@@ -107,15 +159,13 @@ class ServingService(Construct):
             # ECS does not count Neuron devices: one task per host keeps two tasks off the same chips.
             placement_constraints=[ecs.PlacementConstraint.distinct_instances()],
             # Tasks that never become healthy roll the deploy back (a new image or AMI whose Neuron runtime
-            # cannot start: the fixed failed-task threshold below); so does a device failing under the new
-            # revision's tasks (the deployment alarm, scoped to that revision: neuron_health.py).
+            # cannot start: the failed-task threshold below, a share of the batch); so do the new revision's
+            # tasks failing requests or a device under them (the deployment alarms, scoped to that revision).
             circuit_breaker=ecs.DeploymentCircuitBreaker(enable=True, rollback=True),
             deployment_alarms=ecs.DeploymentAlarmConfig(
-                alarm_names=[alarm.alarm_name for alarm in deployment_alarms],
+                alarm_names=[alarm.alarm_name for alarm in judges],
                 behavior=ecs.AlarmBehavior.ROLLBACK_ON_ALARM,
-            )
-            if deployment_alarms
-            else None,
+            ),
             health_check_grace_period=Duration.seconds(props.health_check_grace_seconds),
             # Rolling deploys start new hosts before old ones stop: capacity never dips below the minimum;
             # the hosts' surge above the service maximum is what lets them start (rollout.py).
@@ -130,7 +180,7 @@ class ServingService(Construct):
         )
         self.service.node.default_child.add_property_override(
             "DeploymentConfiguration.DeploymentCircuitBreaker.ThresholdConfiguration",
-            {"Type": "COUNT", "Value": FAILED_TASKS_TO_ROLL_BACK},
+            {"Type": "BOUNDED_PERCENT", "Value": failed_task_percent(props.max_surge_percent)},
         )
         if props.ecs_exec:
             self._acknowledge_exec_grants(cluster, task_definition)
@@ -150,6 +200,35 @@ class ServingService(Construct):
         self.running_tasks = self.task_count("RunningTaskCount", "Minimum", Duration.minutes(5))
         self.below_desired_alarm = self._below_desired_alarm(props)
         self.alarms = [self.below_desired_alarm]
+
+    def new_revision_errors(
+        self, props: FleetProps, task_definition: ecs.TaskDefinition
+    ) -> cloudwatch.IMetric:
+        """The failed share of the requests served by tasks of this stack's task definition revision."""
+        dimensions = {
+            "Model": props.model_name,
+            "InstanceType": props.instance.name,
+            REVISION_DIMENSION: task_definition_revision(task_definition),
+        }
+        minute = Duration.minutes(1)
+
+        def serving_error(statistic: str) -> cloudwatch.Metric:
+            return cloudwatch.Metric(
+                namespace=props.metrics_namespace,
+                metric_name=SERVING_ERROR_METRIC,
+                dimensions_map=dimensions,
+                statistic=statistic,
+                period=minute,
+            )
+
+        return cloudwatch.MathExpression(
+            # ServingError is 0 or 1 on every accepted request: its SampleCount is the requests, its Sum the
+            # failed ones (sheds not counted: overload is not the revision's fault).
+            expression=f"IF(requests >= {DEPLOY_MIN_REQUESTS}, errors / requests, 0)",
+            using_metrics={"errors": serving_error("Sum"), "requests": serving_error("SampleCount")},
+            label="new revision's failed share",
+            period=minute,
+        )
 
     @staticmethod
     def _acknowledge_exec_grants(cluster: ecs.Cluster, task_definition: ecs.Ec2TaskDefinition) -> None:
@@ -183,6 +262,28 @@ class ServingService(Construct):
             dimensions_map=self._dimensions,
             statistic=statistic,
             period=period,
+        )
+
+    def _new_revision_error_alarm(
+        self, props: FleetProps, task_definition: ecs.TaskDefinition
+    ) -> cloudwatch.Alarm:
+        """A deploy's judge, not a page: the service rolls back on it. Named for what it watches, the revision
+        included (alarm_names.py): each revision gets a new alarm in a fresh state, where one updated in
+        place would keep the previous revision's ALARM and roll back the next deploy at once."""
+        return WatchedAlarm(
+            self,
+            "NewRevisionErrorShare",
+            name_prefix=f"{Stack.of(self).stack_name}-{props.instance.name}-deploy-serving-errors",
+            alarm_description=f"{props.instance.name}: more than {DEPLOY_ERROR_SHARE:.0%} of the requests "
+            "served by the service's current task definition revision failed on the server's side (sheds "
+            f"not counted; minutes with {DEPLOY_MIN_REQUESTS}+ requests), in {DEPLOY_BAD_MINUTES} of the "
+            f"last {DEPLOY_WINDOW_MINUTES} min; a deploy of that revision rolls back on it",
+            metric=self.new_revision_errors(props, task_definition),
+            threshold=DEPLOY_ERROR_SHARE,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=DEPLOY_WINDOW_MINUTES,
+            datapoints_to_alarm=DEPLOY_BAD_MINUTES,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
 
     def _below_desired_alarm(self, props: FleetProps) -> cloudwatch.Alarm:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -321,17 +322,68 @@ def index_follow_record(
     return _replica_record(namespace, dimensions, metrics, timestamp_ms, properties, dimension_sets)
 
 
+# ECS sets this variable in every container of a task (container agent 1.39.0 or later); GET <it>/task
+# answers the task's metadata, "Revision" its task definition revision (ECS developer guide, "Amazon ECS task
+# metadata endpoint version 4" and its "JSON response"), as the Neuron sidecar reads it.
+METADATA_ENV = "ECS_CONTAINER_METADATA_URI_V4"
+METADATA_TIMEOUT_S = 2.0
+# The per-request series of one task definition revision, which a deploy of it is judged on
+# (cdk_constructs/fleet/service.py): the new revision's errors alone, neither diluted by the old tasks'
+# requests nor blamed for a fault they already had. The sidecar's dimension of the same name.
+REVISION_DIMENSION = "TaskDefinitionRevision"
+_revisions: dict[str, str | None] = {}
+
+
+def _read_task_metadata(uri: str) -> Mapping[str, Any]:
+    import urllib.request  # here: only a task on ECS asks
+
+    with urllib.request.urlopen(f"{uri}/task", timeout=METADATA_TIMEOUT_S) as answer:
+        return json.loads(answer.read())
+
+
+def task_revision(
+    environ: Mapping[str, str], read: Callable[[str], Mapping[str, Any]] | None = None
+) -> str | None:
+    """This task's task definition revision, or None off ECS or where the endpoint cannot tell: the metrics
+    then go out without the revision's series (a deploy's alarm sees no data, which is not breaching, and
+    the circuit breaker still judges it). Asked once per process: the revision never changes under a task."""
+    uri = environ.get(METADATA_ENV, "").strip()
+    if not uri:
+        return None
+    if uri not in _revisions:
+        try:
+            revision = (read or _read_task_metadata)(uri).get("Revision")
+        except (OSError, ValueError, AttributeError) as error:
+            # stderr: stdout carries the EMF lines.
+            print(f"metrics: no task revision from the ECS metadata endpoint: {error}", file=sys.stderr)
+            revision = None
+        _revisions[uri] = str(revision) if revision not in (None, "") else None
+    return _revisions[uri]
+
+
 def serving_dimensions(
-    model_name: str, environ: Mapping[str, str] | None = None
+    model_name: str, environ: Mapping[str, str] | None = None, revision: str | None = None
 ) -> tuple[dict[str, str], list[list[str]]]:
     """Dimensions and dimension sets of the per-request metrics: per model (the region's series, which the
     alarms watch) and, where the task names its instance type, per model and fleet, so a dashboard can
-    tell inf2 from trn1 behind the same load balancer."""
+    tell inf2 from trn1 behind the same load balancer, and per model, fleet and task definition revision
+    where it is known, for the deployment alarm. The revision: `revision`, else for this process's own
+    environment (no `environ`: the model's start) the task metadata endpoint, else what that start read
+    (the engine-death and stub-death reports, which must not wait on a call)."""
+    own = environ is None
     environ = os.environ if environ is None else environ
     instance_type = environ.get(INSTANCE_TYPE_ENV, "").strip()
     if not instance_type:
         return {"Model": model_name}, [["Model"]]
-    return {"Model": model_name, "InstanceType": instance_type}, [["Model"], ["Model", "InstanceType"]]
+    dimensions = {"Model": model_name, "InstanceType": instance_type}
+    sets = [["Model"], ["Model", "InstanceType"]]
+    if not revision:
+        uri = environ.get(METADATA_ENV, "").strip()
+        revision = task_revision(environ) if own else _revisions.get(uri)
+    if revision:
+        dimensions[REVISION_DIMENSION] = revision
+        sets.append(["Model", "InstanceType", REVISION_DIMENSION])
+    return dimensions, sets
 
 
 def emf_line(record: Mapping[str, Any]) -> str:

@@ -19,14 +19,18 @@ REGION = "us-east-1"
 ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
 
 
-@pytest.fixture
-def stack() -> Stack:
+def new_stack() -> Stack:
+    """A bare stack in an app of its own: what a second synthesis of the same code would build."""
     app = App(context={f"availability-zones:account={ACCOUNT}:region={REGION}": ZONES})
     return Stack(app, "Test", env=Environment(account=ACCOUNT, region=REGION))
 
 
 @pytest.fixture
-def vpc(stack: Stack) -> ec2.Vpc:
+def stack() -> Stack:
+    return new_stack()
+
+
+def host_vpc(stack: Stack) -> ec2.Vpc:
     """Two zones with the kit's subnet groups (the fleet places hosts by group name)."""
     return ec2.Vpc(
         stack,
@@ -38,3 +42,8 @@ def vpc(stack: Stack) -> ec2.Vpc:
             ec2.SubnetConfiguration(name=HOST_SUBNET_GROUP, subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
         ],
     )
+
+
+@pytest.fixture
+def vpc(stack: Stack) -> ec2.Vpc:
+    return host_vpc(stack)

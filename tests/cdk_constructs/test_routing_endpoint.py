@@ -3,17 +3,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import dataclasses
+import re
 
 import pytest
-from aws_cdk import App, Environment, Stack
-from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk.assertions import Match, Template
 
-from cdk_constructs.routing_endpoint import RoutingEndpoint, RoutingEndpointProps, alarm_name
+from cdk_constructs.routing_endpoint import RoutingEndpoint, RoutingEndpointProps
 from settings.aws_rules import alarm_health_checks, health_check_problems, stale_health_checks
-from tests.cdk_constructs.conftest import ACCOUNT, REGION, ZONES
+from tests.cdk_constructs.conftest import host_vpc, new_stack
 
 PROPS = RoutingEndpointProps(
     alarm_name_prefix="kit-us-east-1-routing",
@@ -27,9 +26,16 @@ PROPS = RoutingEndpointProps(
 )
 
 
-def _endpoint(stack, vpc, props: RoutingEndpointProps = PROPS) -> Template:
+def _build(stack, vpc, props=PROPS, port=8000) -> Template:
     alb = elbv2.ApplicationLoadBalancer(stack, "Alb", vpc=vpc)
-    group = elbv2.ApplicationTargetGroup(stack, "Http", vpc=vpc, port=8000, target_type=elbv2.TargetType.IP)
+    group = elbv2.ApplicationTargetGroup(
+        stack,
+        "Http",
+        vpc=vpc,
+        port=port,
+        protocol=elbv2.ApplicationProtocol.HTTP,
+        target_type=elbv2.TargetType.IP,
+    )
     alb.add_listener("Listener", port=80, default_target_groups=[group])
     RoutingEndpoint(stack, "Routing", props=props, load_balancer=alb, target_group=group)
     return Template.from_stack(stack)
@@ -37,7 +43,7 @@ def _endpoint(stack, vpc, props: RoutingEndpointProps = PROPS) -> Template:
 
 @pytest.fixture
 def template(stack, vpc) -> Template:
-    return _endpoint(stack, vpc)
+    return _build(stack, vpc)
 
 
 def test_every_alarm_health_check_follows_an_alarm_route53_supports(template):
@@ -49,12 +55,12 @@ def test_every_alarm_health_check_follows_an_alarm_route53_supports(template):
 def test_a_changed_alarm_setting_makes_the_health_check_copy_it_again(template):
     """Route 53 copies an alarm only when a health check is created or names a new alarm (rule (b)): a new
     threshold or window must come with a new alarm name, or the check keeps evaluating the old ones."""
-    app = App(context={f"availability-zones:account={ACCOUNT}:region={REGION}": ZONES})
-    stack = Stack(app, "Test", env=Environment(account=ACCOUNT, region=REGION))
-    vpc = ec2.Vpc(stack, "Vpc", max_azs=2, nat_gateways=0)
-    changed = _endpoint(stack, vpc, replace(PROPS, error_share=0.05, evaluation_minutes=3)).to_json()
-    assert alarm_health_checks(template.to_json()).keys() == alarm_health_checks(changed).keys()
-    assert stale_health_checks(template.to_json(), changed) == []
+    stack = new_stack()
+    changed = _build(
+        stack, host_vpc(stack), dataclasses.replace(PROPS, error_share=0.05, evaluation_minutes=3)
+    )
+    assert alarm_health_checks(template.to_json()).keys() == alarm_health_checks(changed.to_json()).keys()
+    assert stale_health_checks(template.to_json(), changed.to_json()) == []
 
 
 def test_latency_and_sheds_never_take_a_region_out_of_dns(template):
@@ -127,6 +133,7 @@ def test_a_health_check_per_alarm_and_a_calculated_one_over_all_and_the_front_do
     for check in metric_checks:
         config = check["Properties"]["HealthCheckConfig"]
         assert config["AlarmIdentifier"]["Region"] == "us-east-1"
+        assert "Ref" in config["AlarmIdentifier"]["Name"]  # the alarm exists before its health check
         # A region without traffic (new, or drained) has no data and must not be failed out for it.
         assert config["InsufficientDataHealthStatus"] == "Healthy"
     config = calculated["Properties"]["HealthCheckConfig"]
@@ -147,7 +154,47 @@ def test_publishes_the_endpoint_and_the_health_check_for_the_orchestrator(templa
     )
 
 
-def test_alarm_names_change_with_their_settings_so_health_checks_copy_them_again():
-    assert alarm_name("p", "errors", 0.01, 2) == alarm_name("p", "errors", 0.01, 2)
-    assert alarm_name("p", "errors", 0.01, 2) != alarm_name("p", "errors", 0.02, 2)
-    assert alarm_name("p", "errors", 0.01, 2).startswith("p-errors-")
+def _alarm_names(props=PROPS, port=8000) -> dict[str, str]:
+    """Alarm logical id (less its hash) -> AlarmName, from a fresh app: what another synth would write."""
+    stack = new_stack()
+    alarms = _build(stack, host_vpc(stack), props, port).find_resources("AWS::CloudWatch::Alarm")
+    return {
+        re.sub(r"[0-9A-F]{8}$", "", key): alarm["Properties"]["AlarmName"] for key, alarm in alarms.items()
+    }
+
+
+def test_alarm_names_are_the_prefix_the_signal_and_a_digest_resolved_at_synth():
+    names = _alarm_names()
+    assert sorted(names) == ["RoutingErrorShare", "RoutingNoHealthyHosts"]
+    assert re.fullmatch(r"kit-us-east-1-routing-serving-errors-[0-9a-f]{8}", names["RoutingErrorShare"])
+    assert re.fullmatch(r"kit-us-east-1-routing-no-healthy-hosts-[0-9a-f]{8}", names["RoutingNoHealthyHosts"])
+    assert _alarm_names() == names  # the same settings give the same names in every synth
+
+
+def test_a_replaced_target_group_makes_a_new_healthy_hosts_alarm_so_its_check_copies_the_new_one():
+    """A new port replaces the group under the same logical id: the alarm's dimensions (GetAtt of the group)
+    read the same in the template, but Route 53 would keep watching the old group's series, which has no
+    data (healthy). The name changes, so CloudFormation makes a new alarm and updates the check to it."""
+    before, after = _alarm_names(), _alarm_names(port=8080)
+    assert before["RoutingNoHealthyHosts"] != after["RoutingNoHealthyHosts"]
+    assert before["RoutingErrorShare"] == after["RoutingErrorShare"]  # it does not watch the group
+
+
+@pytest.mark.parametrize(
+    ("change", "moved"),
+    [
+        ({"error_share": 0.03}, "RoutingErrorShare"),  # threshold
+        ({"error_bad_minutes": 2}, "RoutingErrorShare"),  # the M of N
+        ({"model_name": "other"}, "RoutingErrorShare"),  # a dimension
+        ({"metrics_namespace": "Other"}, "RoutingErrorShare"),
+        ({"evaluation_minutes": 3}, "RoutingNoHealthyHosts"),
+    ],
+)
+def test_a_change_of_what_an_alarm_watches_renames_that_alarm_alone(change, moved):
+    before, after = _alarm_names(), _alarm_names(dataclasses.replace(PROPS, **change))
+    assert {key for key in before if before[key] != after[key]} == {moved}
+
+
+def test_a_change_of_wording_keeps_the_names():
+    """Descriptions and health-check labels are for people: no new alarm (and no new check) for them."""
+    assert _alarm_names() == _alarm_names(dataclasses.replace(PROPS, label="us-east-1/2"))

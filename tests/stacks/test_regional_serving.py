@@ -7,6 +7,7 @@ import re
 
 from syrupy.extensions.json import JSONSnapshotExtension
 
+from cdk_constructs.fleet.service import failed_task_percent
 from settings.instances import INSTANCES
 from stacks.props import global_stack_name, stack_name
 from stacks.routing_names import orchestrator_config
@@ -14,6 +15,8 @@ from stacks.serving_app import build_app
 from tests.stacks.conftest import keys, resources
 
 ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
+# A deployment alarm's name digests its task definition, the image's asset hash included (alarm_names.py).
+DEPLOY_ALARM_DIGEST = re.compile(r"(-deploy-[a-z-]+-)[0-9a-f]{8}\b")
 
 
 def serving_container(task: dict) -> dict | None:
@@ -127,10 +130,27 @@ def test_task_logs_and_flow_logs_are_encrypted(templates):
 
 def _normalized(template):
     """Asset hashes change whenever container/ changes; the snapshot is about the infrastructure."""
-    return json.loads(ASSET_HASH.sub("<asset-hash>", json.dumps(template, sort_keys=True)))
+    return json.loads(
+        DEPLOY_ALARM_DIGEST.sub(
+            r"\1<digest>", ASSET_HASH.sub("<asset-hash>", json.dumps(template, sort_keys=True))
+        )
+    )
 
 
-def test_every_service_rolls_back_on_its_fleets_alarms_beside_the_circuit_breaker(templates):
+def _alarm_dimensions(alarm) -> list[dict]:
+    """Each metric's dimensions, of a plain alarm or of a metric-math one's inputs."""
+    properties = alarm["Properties"]
+    if "Metrics" not in properties:
+        return [{d["Name"]: d["Value"] for d in properties["Dimensions"]}]
+    return [
+        {d["Name"]: d["Value"] for d in query["MetricStat"]["Metric"]["Dimensions"]}
+        for query in properties["Metrics"]
+        if "MetricStat" in query
+    ]
+
+
+def test_every_service_rolls_back_on_its_fleets_alarms_beside_the_circuit_breaker(settings, templates):
+    percent = failed_task_percent(settings.serving.deployment.max_surge_percent)
     for region, template in templates.items():
         alarms = resources(template, "AWS::CloudWatch::Alarm")
         for service in resources(template, "AWS::ECS::Service").values():
@@ -138,16 +158,23 @@ def test_every_service_rolls_back_on_its_fleets_alarms_beside_the_circuit_breake
             assert deployment["DeploymentCircuitBreaker"] == {
                 "Enable": True,
                 "Rollback": True,
-                "ThresholdConfiguration": {"Type": "COUNT", "Value": 3},
+                "ThresholdConfiguration": {"Type": "BOUNDED_PERCENT", "Value": percent},
             }, region
             names = deployment["Alarms"]["AlarmNames"]
-            assert len(names) == 1 and all(name["Ref"] in alarms for name in names), region
-            # Judged on the service's own task definition revision, not the fleet (neuron_health.py).
+            # The new revision's failed requests and its hosts' Neuron hardware errors.
+            assert len(names) == 2 and all(name["Ref"] in alarms for name in names), region
+            # Judged on the service's own task definition revision, not the fleet (service.py,
+            # neuron_health.py), under a name resolved at synth that changes with the revision.
             for name in names:
-                dimensions = {d["Name"]: d["Value"] for d in alarms[name["Ref"]]["Properties"]["Dimensions"]}
-                assert dimensions["TaskDefinitionRevision"] == {
-                    "Fn::Select": [6, {"Fn::Split": [":", service["Properties"]["TaskDefinition"]]}]
-                }, region
+                alarm = alarms[name["Ref"]]
+                assert re.fullmatch(
+                    rf"{settings.project}-{region}-[a-z0-9.]+-deploy-[a-z-]+-[0-9a-f]{{8}}",
+                    alarm["Properties"]["AlarmName"],
+                ), region
+                for dimensions in _alarm_dimensions(alarm):
+                    assert dimensions["TaskDefinitionRevision"] == {
+                        "Fn::Select": [6, {"Fn::Split": [":", service["Properties"]["TaskDefinition"]]}]
+                    }, region
 
 
 def _deployment_alarms(template) -> set[str]:
@@ -396,3 +423,22 @@ def test_the_first_create_assembly_is_unprotected_and_at_zero_tasks(settings, te
         assert service["Properties"]["DesiredCount"] == 0
     for group in resources(first, "AWS::AutoScaling::AutoScalingGroup").values():
         assert group["Properties"]["MinSize"] == "0"
+
+
+def test_each_health_check_names_an_alarm_whose_name_digests_what_it_watches(settings, templates):
+    """Route 53 copies a CLOUDWATCH_METRIC check's alarm when the check is created or pointed at another
+    alarm: each alarm a check follows is named, at synth, with a digest of its settings (alarm_names.py),
+    so a change of what it watches is a new alarm and the check copies it again."""
+    for region, template in templates.items():
+        alarms = resources(template, "AWS::CloudWatch::Alarm")
+        checks = [
+            c["Properties"]["HealthCheckConfig"]
+            for c in resources(template, "AWS::Route53::HealthCheck").values()
+            if c["Properties"]["HealthCheckConfig"]["Type"] == "CLOUDWATCH_METRIC"
+        ]
+        assert len(checks) == 2, region
+        for config in checks:
+            name = alarms[config["AlarmIdentifier"]["Name"]["Ref"]]["Properties"]["AlarmName"]
+            assert re.fullmatch(
+                rf"{settings.project}-{region}-routing-(serving-errors|no-healthy-hosts)-[0-9a-f]{{8}}", name
+            ), region

@@ -1,8 +1,13 @@
+import re
+
+import pytest
 from aws_cdk import Stack
 from aws_cdk.assertions import Match
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cdk_constructs.fleet import ImageSource
+from tests.cdk_constructs.conftest import host_vpc, new_stack
 from tests.cdk_constructs.fleet.builders import build, fleet_props
 
 
@@ -128,20 +133,86 @@ def test_a_deploy_rolls_back_on_the_new_revisions_hardware_errors_not_the_fleets
     alarms = service["Properties"]["DeploymentConfiguration"]["Alarms"]
     assert alarms["Enable"] is True and alarms["Rollback"] is True
     names = [name["Ref"] for name in alarms["AlarmNames"]]
-    assert names == [stack_id(fleet.neuron.deployment_alarm)]
+    assert names == [stack_id(fleet.serving.deployment_alarm), stack_id(fleet.neuron.deployment_alarm)]
     task_definition = service["Properties"]["TaskDefinition"]
-    for name in names:
-        alarm = template.to_json()["Resources"][name]["Properties"]
-        dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
-        assert alarm["MetricName"] == "NeuronHardwareErrors"
-        assert dimensions == {
-            "InstanceType": "inf2.48xlarge",
-            # The revision of the very task definition the service deploys: field 6 of its ARN.
-            "TaskDefinitionRevision": {"Fn::Select": [6, {"Fn::Split": [":", task_definition]}]},
-        }
+    alarm = template.to_json()["Resources"][stack_id(fleet.neuron.deployment_alarm)]["Properties"]
+    dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+    assert alarm["MetricName"] == "NeuronHardwareErrors"
+    assert dimensions == {
+        "InstanceType": "inf2.48xlarge",
+        # The revision of the very task definition the service deploys: field 6 of its ARN.
+        "TaskDefinitionRevision": {"Fn::Select": [6, {"Fn::Split": [":", task_definition]}]},
+    }
     # The fleet-wide alarms still page; they no longer judge a deploy.
     fleet_wide = {stack_id(fleet.neuron.runtime_failure_alarm), stack_id(fleet.neuron.hardware_error_alarm)}
     assert fleet_wide <= {stack_id(a) for a in fleet.alarms} and not fleet_wide & set(names)
+
+
+def test_a_deploy_rolls_back_on_the_new_revisions_failed_requests_alone(inf2):
+    """On main no deployment alarm watched serving errors: an image that starts and answers but fails 10% of
+    requests completed its deploy. The alarm reads the container's {Model, InstanceType,
+    TaskDefinitionRevision} series of the revision the service deploys, so neither a fault the old tasks
+    already had nor their good requests (diluting the new ones' errors) decide it."""
+    fleet, template = inf2
+    service = next(iter(template.find_resources("AWS::ECS::Service").values()))
+    task_definition = service["Properties"]["TaskDefinition"]
+    alarm = template.to_json()["Resources"][stack_id(fleet.serving.deployment_alarm)]["Properties"]
+    inputs = {m["Id"]: m["MetricStat"] for m in alarm["Metrics"] if "MetricStat" in m}
+    assert {key: (stat["Metric"]["MetricName"], stat["Stat"]) for key, stat in inputs.items()} == {
+        "errors": ("ServingError", "Sum"),
+        "requests": ("ServingError", "SampleCount"),
+    }
+    for stat in inputs.values():
+        assert stat["Metric"]["Namespace"] == "LLMServing" and stat["Period"] == 60
+        assert {d["Name"]: d["Value"] for d in stat["Metric"]["Dimensions"]} == {
+            "Model": "assistant",
+            "InstanceType": "inf2.48xlarge",
+            "TaskDefinitionRevision": {"Fn::Select": [6, {"Fn::Split": [":", task_definition]}]},
+        }
+    (expression,) = [m["Expression"] for m in alarm["Metrics"] if "Expression" in m]
+    assert expression == "IF(requests >= 20, errors / requests, 0)"
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0.05, "GreaterThanThreshold")
+    assert (alarm["DatapointsToAlarm"], alarm["EvaluationPeriods"]) == (2, 3)
+    # A new revision has no data until its first tasks serve: that is not a failure.
+    assert alarm["TreatMissingData"] == "notBreaching"
+    # A deploy's judge, not a page: the fleet's alarms (region-degraded) leave it out.
+    assert fleet.serving.deployment_alarm not in fleet.alarms
+
+
+def _minute_share(errors, requests):
+    """The alarm's expression on one minute's counts."""
+    return errors / requests if requests >= 20 else 0
+
+
+def test_a_tenth_of_a_batchs_requests_failing_trips_it_in_two_minutes_and_strays_do_not():
+    from cdk_constructs.fleet.service import DEPLOY_BAD_MINUTES, DEPLOY_ERROR_SHARE
+
+    peak_batch = [_minute_share(1_300, 13_000)] * 3  # 55 new hosts at Prime Day, 10% failing
+    assert sum(share > DEPLOY_ERROR_SHARE for share in peak_batch[:2]) == DEPLOY_BAD_MINUTES
+    assert _minute_share(1, 10) == 0  # one stray error among ten requests is not 10%
+    assert _minute_share(2, 200) < DEPLOY_ERROR_SHARE  # a fault at 1%, old and new alike, passes
+
+
+def _alarm_name(props, alarm="deployment_alarm", part="serving"):
+    stack = new_stack()
+    fleet, template = build(stack, host_vpc(stack), props)
+    construct = getattr(getattr(fleet, part), alarm)
+    return template.to_json()["Resources"][stack_id(construct)]["Properties"]["AlarmName"]
+
+
+@pytest.mark.parametrize("part", ["serving", "neuron"])
+def test_each_task_definition_revision_gets_deployment_alarms_of_its_own(part):
+    """PutMetricAlarm on an existing alarm keeps its state: a deployment alarm updated in place to the new
+    revision kept the old revision's ALARM and rolled back the next deploy. Its name carries a digest of what
+    it watches, the task definition behind the revision included, resolved at synth."""
+    name = _alarm_name(fleet_props(), part=part)
+    kind = "serving-errors" if part == "serving" else "hardware-errors"
+    assert re.fullmatch(rf"Test-inf2\.48xlarge-deploy-{kind}-[0-9a-f]{{8}}", name)
+    assert _alarm_name(fleet_props(), part=part) == name  # the same template, the same alarm
+    new_image = fleet_props(image=ImageSource(image_uri="public.ecr.aws/example/serving:2"))
+    assert _alarm_name(new_image, part=part) != name  # a new revision, a new alarm
+    new_environment = fleet_props(environment=(("ENGINE_MAX_NUM_SEQS", "64"),))
+    assert _alarm_name(new_environment, part=part) != name
 
 
 def test_the_revision_taken_from_a_task_definition_arn_is_its_revision():
@@ -173,15 +244,16 @@ def test_ecs_exec_on_when_configured(stack, vpc):
     template.has_resource_properties("AWS::ECS::Service", {"EnableExecuteCommand": True})
 
 
-def test_the_circuit_breaker_rolls_back_after_a_fixed_few_failed_tasks(template):
-    """ECS's default, half the desired count, needed 132 failed tasks at 264 desired (about 80 minutes at
-    the peak) before a broken image was rolled back."""
+def test_the_circuit_breaker_rolls_back_on_a_share_of_the_desired_count(template):
+    """A fixed 3 failed tasks rolled back good peak deploys (55-127 new tasks a batch, three stray failures
+    among them); ECS's default, half the desired count, waited 132 failed tasks at 264 desired."""
     service = next(iter(template.find_resources("AWS::ECS::Service").values()))
     breaker = service["Properties"]["DeploymentConfiguration"]["DeploymentCircuitBreaker"]
     assert breaker == {
         "Enable": True,
         "Rollback": True,
-        "ThresholdConfiguration": {"Type": "COUNT", "Value": 3},
+        # Half the 25% surge: at most half of any batch (service.py).
+        "ThresholdConfiguration": {"Type": "BOUNDED_PERCENT", "Value": 12},
     }
 
 
@@ -203,3 +275,69 @@ def test_the_container_names_each_target_group_it_registers_in_at_its_port(templ
         v["Name"]: v["Value"] for v in serving["Environment"] if v["Name"].startswith(TARGET_GROUP_ENV_PREFIX)
     }
     assert named == registered and len(named) == 2
+
+
+def _deploy_batches(config):
+    """(where, desired, batch) for every desired count a fleet of each cell may hold, at its own bounds and
+    at each event's: the tasks a rolling deploy starts at once (rollout.py), with the config's surge."""
+    from pathlib import Path
+
+    from cdk_constructs.fleet.rollout import deploy_batch
+    from settings import load_settings
+    from settings.rollout import surge_hosts
+
+    settings = load_settings(Path(__file__).resolve().parents[3] / "config" / config)
+    percent = settings.serving.deployment.max_surge_percent
+    for cell in settings.all_cells:
+        events = [None, *(e for e in settings.events if cell.region in e.regions)]
+        for fleet in settings.regions[cell.region].fleets:
+            for event in events:
+                low, high = settings.cell_bounds(cell, fleet, event)
+                asg_max = high + surge_hosts(high, percent)
+                where = f"{cell.name} {fleet.instance.name} {event.name if event else 'own bounds'}"
+                for desired in range(max(low, 1), high + 1):
+                    yield where, desired, deploy_batch(desired, asg_max), percent
+
+
+@pytest.mark.parametrize("config", ["default.yaml", "prime-day.yaml"])
+def test_a_bad_image_trips_the_breaker_within_one_batch_and_strays_do_not(config):
+    """At every desired count of every fleet, its own bounds and the events': a bad image fails the whole
+    batch, which reaches the threshold (the rollback comes after one cold start, not several); the threshold
+    is at least 3 and, on a peak's batches, a tenth of the batch (stray failures: a few in a hundred)."""
+    from cdk_constructs.fleet.service import failed_task_percent, failed_tasks_to_roll_back
+
+    seen = []
+    for where, desired, batch, surge_percent in _deploy_batches(config):
+        threshold = failed_tasks_to_roll_back(desired, failed_task_percent(surge_percent))
+        seen.append((batch, threshold))
+        assert threshold <= max(batch, 3), (where, desired, batch, threshold)
+        assert threshold >= 3
+        if batch >= 50:
+            assert threshold >= batch / 10, (where, desired, batch, threshold)
+    if config == "prime-day.yaml":
+        peak = [(batch, threshold) for batch, threshold in seen if batch >= 50]
+        assert max(batch for batch, _ in peak) >= 127 and min(t for _, t in peak) > 3
+
+
+def test_the_threshold_at_a_prime_day_cells_peak_deploy():
+    """A us-east-1 cell's inf2 fleet at Prime Day: 145-217 tasks, batches of 127 down to 55."""
+    from cdk_constructs.fleet.rollout import deploy_batch
+    from cdk_constructs.fleet.service import failed_task_percent, failed_tasks_to_roll_back
+
+    percent = failed_task_percent(25)
+    assert (deploy_batch(145, 217 + 55), failed_tasks_to_roll_back(145, percent)) == (127, 18)
+    assert (deploy_batch(217, 217 + 55), failed_tasks_to_roll_back(217, percent)) == (55, 27)
+    assert failed_tasks_to_roll_back(3, percent) == 3  # off-peak: ECS's floor, one whole batch
+
+
+def test_the_alarm_reads_the_series_the_container_writes():
+    """The metric and revision dimension the serving container publishes (container/assistant/metrics.py)
+    are the ones the deployment alarm reads; a rename on one side would leave the alarm without data."""
+    from assistant import metrics
+    from cdk_constructs.fleet.neuron_health import REVISION_DIMENSION
+    from cdk_constructs.fleet.service import SERVING_ERROR_METRIC
+
+    assert metrics.REVISION_DIMENSION == REVISION_DIMENSION
+    assert metrics.SERVING_ERROR == SERVING_ERROR_METRIC
+    _, sets = metrics.serving_dimensions("assistant", {"INSTANCE_TYPE": "inf2.48xlarge"}, revision="3")
+    assert ["Model", "InstanceType", REVISION_DIMENSION] in sets

@@ -273,3 +273,69 @@ def test_a_rejected_request_stays_out_of_the_error_share() -> None:
 def test_an_accepted_request_counts_in_the_error_share(failed: bool) -> None:
     record = _record(ttft_ms=None, failed=failed, input_tokens=None)
     assert record["RequestFailed"] == int(failed) and "RequestRejected" not in record
+
+
+def test_serving_dimensions_add_the_task_definition_revision_where_ecs_tells_it() -> None:
+    """The deployment alarm judges a revision on its own requests: {Model, InstanceType,
+    TaskDefinitionRevision} beside the region's and the fleet's series (cdk_constructs/fleet/service.py)."""
+    dimensions, sets = serving_dimensions("assistant", {"INSTANCE_TYPE": "inf2.48xlarge"}, revision="42")
+    assert dimensions == {
+        "Model": "assistant",
+        "InstanceType": "inf2.48xlarge",
+        "TaskDefinitionRevision": "42",
+    }
+    assert sets == [["Model"], ["Model", "InstanceType"], ["Model", "InstanceType", "TaskDefinitionRevision"]]
+    record = request_metrics_record(
+        output_tokens=3, input_tokens=5, failed=True, dimensions=dimensions, dimension_sets=sets, ttft_ms=9.0
+    )
+    validate_emf(record)
+    assert record["TaskDefinitionRevision"] == "42" and record["ServingError"] == 1
+
+
+def test_the_revision_comes_from_the_task_metadata_endpoint_once_per_process(monkeypatch) -> None:
+    from assistant import metrics
+
+    monkeypatch.setattr(metrics, "_revisions", {})
+    asked = []
+
+    def read(uri: str) -> dict[str, Any]:
+        asked.append(uri)
+        return {"Family": "serving-inf2", "Revision": 42}
+
+    environ = {"INSTANCE_TYPE": "inf2.48xlarge", "ECS_CONTAINER_METADATA_URI_V4": "http://169.254.170.2/v4/x"}
+    assert metrics.task_revision(environ, read) == "42"
+    assert metrics.task_revision(environ, read) == "42"
+    assert asked == ["http://169.254.170.2/v4/x"]  # the revision never changes under a running task
+    assert metrics.task_revision({}, read) is None and len(asked) == 1  # off ECS: nothing to ask
+
+
+def test_an_endpoint_that_cannot_tell_leaves_the_revision_series_out(monkeypatch, capsys) -> None:
+    from assistant import metrics
+
+    monkeypatch.setattr(metrics, "_revisions", {})
+
+    def refused(uri: str) -> dict[str, Any]:
+        raise OSError("connection refused")
+
+    environ = {"INSTANCE_TYPE": "inf2.48xlarge", "ECS_CONTAINER_METADATA_URI_V4": "http://169.254.170.2/v4/y"}
+    monkeypatch.setattr(metrics.os, "environ", environ)
+    monkeypatch.setattr(metrics, "_read_task_metadata", refused)
+    assert serving_dimensions("assistant")[1] == [["Model"], ["Model", "InstanceType"]]
+    assert "connection refused" in capsys.readouterr().err
+
+
+def test_the_models_start_asks_for_the_revision_and_later_reports_reuse_it(monkeypatch) -> None:
+    """The model's start (its own environment) asks the endpoint; an engine-death report, given the
+    environment explicitly, only reads what the start learned: it must not wait on a call."""
+    from assistant import metrics
+
+    monkeypatch.setattr(metrics, "_revisions", {})
+    asked = []
+    environ = {"INSTANCE_TYPE": "inf2.48xlarge", "ECS_CONTAINER_METADATA_URI_V4": "http://169.254.170.2/v4/z"}
+    monkeypatch.setattr(metrics.os, "environ", environ)
+    monkeypatch.setattr(metrics, "_read_task_metadata", lambda uri: asked.append(uri) or {"Revision": "7"})
+    assert serving_dimensions("assistant", dict(environ))[0].get("TaskDefinitionRevision") is None
+    assert not asked
+    assert serving_dimensions("assistant")[0]["TaskDefinitionRevision"] == "7"
+    assert serving_dimensions("assistant", dict(environ))[0]["TaskDefinitionRevision"] == "7"
+    assert asked == ["http://169.254.170.2/v4/z"]
