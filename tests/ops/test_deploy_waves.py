@@ -1,6 +1,6 @@
-"""Wave deploys: the plan and decisions as pure functions, and the whole command against moto's ECS and
+"""Wave deploys: the plan and decisions as pure functions, and the whole command against moto's ECS, ELB and
 CloudWatch with a stand-in for the CDK CLI (a small executable that records its arguments and writes a
-cloud assembly manifest: the real CLI cannot deploy without an AWS account)."""
+cloud assembly manifest: the real CLI cannot deploy without an AWS account), on a simulated clock."""
 
 from __future__ import annotations
 
@@ -111,26 +111,126 @@ def aws(monkeypatch):
 
 
 GLOBAL_ALARM = f"{GLOBAL_STACK}-TrafficOrchestratorNotRunning1A2B3C-XYZ123"  # as CloudFormation names it
+FUNCTION = f"{GLOBAL_STACK}-TrafficOrchestratorFunction-ABC123"
+RUNS = {"Namespace": "AWS/Lambda", "MetricName": "Invocations"}
 
 
 def serve_global(session, state: str = "OK") -> None:
-    """The global stack's orchestrator alarm as deployed: named by CloudFormation after the stack."""
+    """The global stack's orchestrator alarm as deployed: named by CloudFormation after the stack, on its
+    function's invocations, missing data breaching (cdk_constructs/traffic_orchestrator.py)."""
     cloudwatch = session.client("cloudwatch", region_name=HOME)
     cloudwatch.put_metric_alarm(
         AlarmName=GLOBAL_ALARM,
-        Namespace="AWS/Lambda",
-        MetricName="Invocations",
+        **RUNS,
+        Dimensions=[{"Name": "FunctionName", "Value": FUNCTION}],
         Statistic="Sum",
         Period=60,
         EvaluationPeriods=5,
+        DatapointsToAlarm=3,
         Threshold=1,
         ComparisonOperator="LessThanThreshold",
+        TreatMissingData="breaching",
     )
     cloudwatch.set_alarm_state(AlarmName=GLOBAL_ALARM, StateValue=state, StateReason=f"test: {state}")
 
 
-def serve(session, region: str, *, unfit: str = "OK", degraded: str = "OK", alarms: bool = True) -> None:
-    """What a deployed region looks like to the wave: a tagged cluster with a service, and its alarms."""
+class SimClock:
+    """Simulated time for the waits: `sleep` advances it, `now` is wall time from the start plus it; each
+    simulated minute the orchestrator runs (an Invocations datapoint, as Lambda sends it) unless stopped."""
+
+    def __init__(self, orchestrator_runs: bool = True) -> None:
+        self.start = datetime.now(UTC).replace(microsecond=0)
+        self.elapsed = 0.0
+        self.orchestrator_runs = orchestrator_runs
+        self.hooks: list = []  # called with the elapsed seconds after each sleep
+
+    def clock(self) -> float:
+        return self.elapsed
+
+    def now(self) -> datetime:
+        return self.start + timedelta(seconds=self.elapsed)
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds > 0
+        self.elapsed += seconds
+        if self.orchestrator_runs:
+            run_orchestrator(boto3.Session(), self.now())
+        for hook in self.hooks:
+            hook(self.elapsed)
+
+
+def run_orchestrator(session, at: datetime) -> None:
+    session.client("cloudwatch", region_name=HOME).put_metric_data(
+        Namespace="AWS/Lambda",
+        MetricData=[
+            {
+                "MetricName": "Invocations",
+                "Dimensions": [{"Name": "FunctionName", "Value": FUNCTION}],
+                "Value": 1,
+                "Unit": "Count",
+                "Timestamp": at,
+            }
+        ],
+    )
+
+
+def load_balancer(session, region: str, name: str, tags: dict[str, str], targets: int = 2) -> list[str]:
+    """A cell's ALB as its stack makes it (tagged like its clusters) with its HTTP and gRPC target groups,
+    `targets` tasks registered in each (moto answers a registered target `healthy`). Returns the groups'
+    ARNs."""
+    ec2 = session.client("ec2", region_name=region)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnets = [
+        ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{n}.0/24", AvailabilityZone=f"{region}{zone}")["Subnet"][
+            "SubnetId"
+        ]
+        for n, zone in ((1, "a"), (2, "b"))
+    ]
+    elbv2 = session.client("elbv2", region_name=region)
+    arn = elbv2.create_load_balancer(
+        Name=name[:32], Subnets=subnets, Tags=[{"Key": k, "Value": v} for k, v in tags.items()]
+    )["LoadBalancers"][0]["LoadBalancerArn"]
+    groups = []
+    for kind, port in (("http", 8000), ("grpc", 8001)):
+        group = elbv2.create_target_group(
+            Name=f"{name[:27]}-{kind}",
+            Protocol="HTTP",
+            Port=port,
+            VpcId=vpc,
+            TargetType="ip",
+            HealthCheckIntervalSeconds=5,
+            HealthCheckTimeoutSeconds=4,
+            HealthyThresholdCount=2,
+        )["TargetGroups"][0]["TargetGroupArn"]
+        elbv2.create_listener(
+            LoadBalancerArn=arn,
+            Protocol="HTTP",
+            Port=port,
+            DefaultActions=[{"Type": "forward", "TargetGroupArn": group}],
+        )
+        register(session, region, group, targets)
+        groups.append(group)
+    return groups
+
+
+def register(session, region: str, group: str, count: int, first: int = 10) -> None:
+    if count:
+        session.client("elbv2", region_name=region).register_targets(
+            TargetGroupArn=group, Targets=[{"Id": f"10.0.1.{first + n}", "Port": 8000} for n in range(count)]
+        )
+
+
+def serve(
+    session,
+    region: str,
+    *,
+    unfit: str = "OK",
+    degraded: str = "OK",
+    alarms: bool = True,
+    targets: int = 2,
+) -> list[str]:
+    """What a deployed region looks like to the wave: a tagged cluster with a service, its load balancer
+    with `targets` healthy targets per group, and its alarms. Returns the target groups' ARNs."""
     ecs = session.client("ecs", region_name=region)
     cluster = f"{PROJECT}-{region}"
     ecs.create_cluster(clusterName=cluster, tags=[{"key": "project", "value": PROJECT}])
@@ -138,8 +238,9 @@ def serve(session, region: str, *, unfit: str = "OK", degraded: str = "OK", alar
         family="serving", containerDefinitions=[{"name": "serving", "image": "x", "memory": 512}]
     )
     ecs.create_service(cluster=cluster, serviceName="inf2", taskDefinition="serving", desiredCount=2)
+    groups = load_balancer(session, region, f"{region}-alb", {"project": PROJECT}, targets)
     if not alarms:
-        return
+        return groups
     cloudwatch = session.client("cloudwatch", region_name=region)
     unfit_name, degraded_name = f"{PROJECT}-{region}-region-unfit", f"{PROJECT}-{region}-region-degraded"
     # region-degraded is a composite alarm in the stacks; moto 5.2 has no PutCompositeAlarm, so here it is a
@@ -157,15 +258,17 @@ def serve(session, region: str, *, unfit: str = "OK", degraded: str = "OK", alar
         )
     for name, state in ((unfit_name, unfit), (degraded_name, degraded)):
         cloudwatch.set_alarm_state(AlarmName=name, StateValue=state, StateReason=f"test: {state}")
+    return groups
 
 
-def run(fake_cdk, tmp_path, *extra: str) -> int:
-    """The command as the tests run it: the preflight left out (tests/ops/preflight test it; moto has no
-    EC2 Service Quotas), except where a test hands `main` a preflight of its own."""
+def run(fake_cdk, tmp_path, *extra: str, sim: SimClock | None = None, config: str = CONFIG) -> int:
+    """The command as the tests run it, on a simulated clock: the preflight left out (tests/ops/preflight
+    test it; moto has no EC2 Service Quotas), except where a test hands `main` a preflight of its own."""
     script, _ = fake_cdk
+    sim = sim or SimClock()
     return main(
         [
-            CONFIG,
+            config,
             "--cdk",
             script,
             "--assembly",
@@ -174,7 +277,10 @@ def run(fake_cdk, tmp_path, *extra: str) -> int:
             "0",
             "--skip-preflight",
             *extra,
-        ]
+        ],
+        sleep=sim.sleep,
+        clock=sim.clock,
+        now=sim.now,
     )
 
 
@@ -463,6 +569,7 @@ def serve_cell(session, cell: str, slug: str, *, degraded: str = "OK", running: 
         family="serving", containerDefinitions=[{"name": "serving", "image": "x", "memory": 512}]
     )
     ecs.create_service(cluster=cluster, serviceName="inf2", taskDefinition="serving", desiredCount=2)
+    load_balancer(session, region, f"{slug}-alb", {"project": PROJECT, "cell": cell})
     cloudwatch = session.client("cloudwatch", region_name=region)
     for suffix, state in (("region-unfit", "OK"), ("region-degraded", degraded)):
         name = f"{PROJECT}-{slug}-{suffix}"
@@ -536,7 +643,8 @@ def test_an_alarm_in_the_second_cell_stops_the_wave_before_the_next_region(
         "--skip-preflight",
     ]
 
-    assert main(argv) == 1
+    sim = SimClock()
+    assert main(argv, sleep=sim.sleep, clock=sim.clock, now=sim.now) == 1
 
     assert deployed_stacks(calls()) == stacks[:3]
     report = capsys.readouterr().err
@@ -659,7 +767,7 @@ def test_dry_run_shows_the_whole_day_zero_sequence(fake_cdk, tmp_path, capsys):
     out = capsys.readouterr().out
     for step in ("--strict", "cdk synth twice", "security diff", "APPROVE=1", "scheduled start times"):
         assert step in out, step
-    assert f"{GLOBAL_STACK} (global, {HOME}): deploy, watch its own alarms" in out
+    assert f"{GLOBAL_STACK} (global, {HOME}): deploy, wait up to 10 min for the orchestrator's first run" in out
     assert "wait up to 135 min for stable ECS services" in out  # inf2 max 20: 4 batches of 5, 30 min each
 
 
