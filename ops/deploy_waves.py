@@ -331,28 +331,32 @@ def describe_day_zero(config: str, approve: bool, preflight: bool) -> str:
 def alarm_problems(described: dict[str, Any], watched: Iterable[str]) -> tuple[list[str], list[str]]:
     """(missing, firing) in a DescribeAlarms answer (metric and composite alarms): each watched alarm that
     is not there, since it watches nothing, and each one in ALARM."""
+    missing, firing = [], []
+    for missing_one, problem in _alarm_states(described, watched):
+        (missing if missing_one else firing).append(problem)
+    return missing, firing
+
+
+def alarms_firing(described: dict[str, Any], watched: Iterable[str]) -> list[str]:
+    """Problems in a DescribeAlarms answer, in the watched order: each alarm in ALARM or missing."""
+    return [problem for _, problem in _alarm_states(described, watched)]
+
+
+def _alarm_states(described: dict[str, Any], watched: Iterable[str]) -> list[tuple[bool, str]]:
     found = {
         alarm["AlarmName"]: alarm
         for kind in ("MetricAlarms", "CompositeAlarms")
         for alarm in described.get(kind, [])
     }
-    missing, firing = [], []
+    problems = []
     for name in watched:
         alarm = found.get(name)
         if alarm is None:
-            missing.append(f"{name} does not exist, so the region cannot be watched")
+            problems.append((True, f"{name} does not exist, so the region cannot be watched"))
         elif alarm.get("StateValue") == "ALARM":
             reason = alarm.get("StateReason", "").strip()
-            firing.append(f"{name} is in ALARM" + (f": {reason}" if reason else ""))
-    return missing, firing
-
-
-def alarms_firing(described: dict[str, Any], watched: Iterable[str]) -> list[str]:
-    """Problems in a DescribeAlarms answer: each watched alarm in ALARM, and each one missing."""
-    watched = list(watched)
-    missing, firing = alarm_problems(described, watched)
-    order = {name: number for number, name in enumerate(watched)}
-    return sorted(missing + firing, key=lambda problem: order.get(problem.split(" ", 1)[0], 0))
+            problems.append((False, f"{name} is in ALARM" + (f": {reason}" if reason else "")))
+    return problems
 
 
 def running_tasks(services: Iterable[dict[str, Any]]) -> int:
