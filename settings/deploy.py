@@ -12,8 +12,9 @@ from settings.types import StrictModel
 class DeployConfig(StrictModel):
     """How `make deploy` rolls a change out: one region at a time, each watched before the next."""
 
-    # Minutes a region's region-unfit and region-degraded alarms are watched after its services are stable;
-    # 0 only waits for stability. Long enough for the alarms' own evaluation windows to see new tasks.
+    # Minutes a cell's region-unfit and region-degraded alarms are watched once its services are stable,
+    # its targets healthy and its alarms out of ALARM (a first deploy's alarms wait for their data); 0 only
+    # waits for those. Long enough for the alarms' own evaluation windows to see new tasks.
     bake_minutes: Annotated[int, Field(ge=0, le=24 * 60)] = 15
     # Hours before an event's start, until its end, in which `make deploy` and the preflight refuse a change
     # of the hosts' AMI in the event's regions (`container.neuron_ami_release`, or AWS moving `recommended`):

@@ -26,6 +26,7 @@ PIN = "tests/ops/test_traffic.py::test_pin_writes_what_the_orchestrator_reads_an
 LOCK = "tests/orchestrator/routing/test_run_lock.py::test_a_late_release_does_not_free_another_runs_lease"
 DAY_ZERO = "tests/ops/preflight/test_day_zero.py::test_elastic_ips_held_by_others_leave_too_few_for_the_cells"
 PREFLIGHT = "tests/ops/preflight/test_aws_on_moto.py::"
+TARGETS = "tests/ops/test_deploy_waves.py::test_a_cells_target_groups_are_read_from_its_own_load_balancer"
 NETWORK = PREFLIGHT + "test_nat_gateways_are_counted_in_the_zone_of_their_subnet_leaving_the_projects_own_out"
 
 ON_MOTO: dict[str, tuple[str, ...]] = {
@@ -76,6 +77,10 @@ ON_MOTO: dict[str, tuple[str, ...]] = {
     ),
     "ecs:update_service": (RELEASE,),
     "elbv2:describe_account_limits": ("tests/ops/preflight/test_aws.py::test_elb_limits_against_moto",),
+    "elbv2:describe_load_balancers": (TARGETS,),
+    "elbv2:describe_tags": (TARGETS,),
+    "elbv2:describe_target_groups": (TARGETS,),
+    "elbv2:describe_target_health": (TARGETS,),
     "route53:change_resource_record_sets": (HANDLER,),
     "route53:list_resource_record_sets": (HANDLER, PIN),
     "s3:head_object": ("tests/ops/test_compile.py::test_dry_run_lists_every_key_and_what_exists",),

@@ -34,6 +34,12 @@ def test_a_deploy_validates_strictly_and_asks_no_approval_by_itself():
     assert line_of(lines, "settings").rstrip().endswith("--strict")
     waves = line_of(lines, "ops.deploy_waves")
     assert "--approve" not in waves and "--dry-run" not in waves and "--skip-preflight" not in waves
+    assert "--hotfix" not in waves
+
+
+@pytest.mark.parametrize(("value", "hotfix"), [("1", True), ("0", False), ("yes", False)])
+def test_only_hotfix_1_takes_the_hotfix_path(value, hotfix):
+    assert ("--hotfix" in line_of(make_lines(f"HOTFIX={value}"), "ops.deploy_waves")) is hotfix
 
 
 def test_a_dry_run_validates_without_strict_so_the_shipped_configs_show_the_sequence():
@@ -58,6 +64,9 @@ def test_the_shipped_config_dry_run_runs_through(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "alarms page no one" in result.stderr
     assert "day zero, in order:" in result.stdout and "6 waves" in result.stdout
+    # Both paths' worst cases, from the code, for the docs to quote.
+    assert "normal: 6 waves, worst case " in result.stdout
+    assert "hotfix (HOTFIX=1): 5 waves, worst case " in result.stdout
     assert_whole_sequence(result.stdout, here="deploy")
 
 
