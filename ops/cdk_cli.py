@@ -43,3 +43,28 @@ def deploy_stack(cdk: Sequence[str], assembly: Path, stack: str, *, approve: boo
         [*cdk, "deploy", "--app", str(assembly), "--exclusively", "--require-approval", approval, stack],
         check=True,
     )
+
+
+def deploy_stacks(
+    cdk: Sequence[str], assembly: Path, stacks: Sequence[str], *, approve: bool = False
+) -> None:
+    """Several stacks in one call, all at once (`--concurrency`): CloudFormation waits for an ECS service's
+    update to reach a steady state before the stack's update completes (and rolls the stack back when it
+    cannot), so a cell's `cdk deploy` lasts its whole rolling deployment, and cells deployed one call after
+    another roll one after another. The hotfix path's cells roll side by side this way."""
+    approval = "never" if approve else "broadening"
+    subprocess.run(
+        [
+            *cdk,
+            "deploy",
+            "--app",
+            str(assembly),
+            "--exclusively",
+            "--require-approval",
+            approval,
+            "--concurrency",
+            str(len(stacks)),
+            *stacks,
+        ],
+        check=True,
+    )

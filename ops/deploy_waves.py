@@ -39,7 +39,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ops.cdk_cli import deploy_stack, synthesize_first_create
+from ops.cdk_cli import deploy_stack, deploy_stacks, synthesize_first_create
 from ops.credentials import has_credentials, no_credentials_message
 from ops.deploy_readiness import (
     TargetGroupHealth,
@@ -189,8 +189,8 @@ def describe_plan(waves: Sequence[Wave], bake_minutes: float) -> str:
     for number, group in enumerate(groups, start=1):
         if len(group) > 1:
             lines.append(
-                f"  {number}. {', '.join(w.label for w in group)} together: each deployed in turn, then all "
-                "watched side by side; any cell's problem stops the path"
+                f"  {number}. {', '.join(w.label for w in group)} together: deployed in one cdk deploy, side "
+                "by side, then all watched side by side; any cell's problem stops the path"
             )
         for wave in group:
             lead = f"  {number}." if len(group) == 1 else "     -"
@@ -251,9 +251,9 @@ def wave_time(wave: Wave, bake_minutes: float, health_check_seconds: float) -> W
 
 
 def group_seconds(times: Sequence[WaveTime]) -> float:
-    """A group deploys its waves one after another, then watches them side by side: the deploys add up,
-    the waits overlap."""
-    return sum(t.deploy for t in times) + max(t.total - t.deploy for t in times)
+    """A group deploys its waves in one call, side by side (ops/cdk_cli.py `deploy_stacks`), then watches
+    them side by side: the deploys overlap, and so do the waits."""
+    return max(t.deploy for t in times) + max(t.total - t.deploy for t in times)
 
 
 def worst_case_seconds(waves: Sequence[Wave], bake_minutes: float, health_check_seconds: float) -> float:
@@ -287,7 +287,7 @@ def describe_times(
                 )
             if len(group) > 1:
                 lines.append(
-                    f"     together (deploys in turn, waits side by side): {group_seconds(times) / 60:.0f}"
+                    f"     together (deploys and waits side by side): {group_seconds(times) / 60:.0f}"
                 )
     lines.append("  (the global stack's 'stable' column: the wait for the orchestrator's first run)")
     summary = [
@@ -679,6 +679,7 @@ def run_waves(
     first_run_timeout_seconds: float = FIRST_RUN_TIMEOUT_SECONDS,
     checks: Callable[[Wave, list[WaveCheck]], list[WaveCheck]] = lambda wave, checks: checks,
     after_stable: Callable[[Wave], list[str]] | None = None,
+    deploy_together: Callable[[Sequence[Wave]], None] | None = None,
 ) -> Outcome:
     """Deploy wave after wave until one is not quiet; a group's waves (the hotfix path) deploy in turn and
     are then watched side by side. `read_errors`: what the ECS, ELB and CloudWatch reads may raise; one of
@@ -691,7 +692,8 @@ def run_waves(
     `checks`: amends a wave's list of steps (ops.deploy_watch.WaveCheck, by name). `stable_timeout_seconds`
     overrides each wave's own. `after_stable`: problems that stop a cell's wave once its services are
     stable, before its targets and bake are judged (ops/host_roll.py rolls its hosts onto the launch
-    template's AMI there: a step named `hosts`)."""
+    template's AMI there: a step named `hosts`). `deploy_together`: deploys a group of several waves (the
+    hotfix path's cells of a region) in one call, side by side; without it they deploy one by one."""
     read = Readers(services, alarms, global_alarms, target_groups, alarm_window, runs)
     timing = Timing(
         bake_minutes, poll_seconds, stable_timeout_seconds, first_run_timeout_seconds, sleep, clock, now
@@ -706,19 +708,37 @@ def run_waves(
             if problems:
                 outcome.stopped_at, outcome.problems = wave, problems
                 return outcome
-        for wave in group:
-            log(f"deploying {wave.stack} ({wave.label})")
+        if len(group) > 1 and deploy_together is not None:
+            stacks = [wave.stack for wave in group]
+            log(f"deploying {', '.join(stacks)} side by side")
             try:
-                deploy(wave)
+                deploy_together(group)
             except subprocess.CalledProcessError as error:
-                outcome.stopped_at = wave
-                outcome.problems = [f"cdk deploy {wave.stack} failed (exit {error.returncode})"]
-                try:
-                    outcome.stack_state = stack_state(wave)
-                except read_errors as read_error:
-                    outcome.stack_state = f"its CloudFormation status could not be read: {read_error}"
+                # Some stacks of the call may have completed: each one's own status says which.
+                outcome.stopped_at = group[0]
+                outcome.problems = [f"cdk deploy {' '.join(stacks)} failed (exit {error.returncode})"]
+                for wave in group:
+                    try:
+                        state = stack_state(wave)
+                    except read_errors as read_error:
+                        state = f"its CloudFormation status could not be read: {read_error}"
+                    outcome.problems.append(f"{wave.label}: {state}")
                 return outcome
-            outcome.deployed.append(wave)
+            outcome.deployed += group
+        else:
+            for wave in group:
+                log(f"deploying {wave.stack} ({wave.label})")
+                try:
+                    deploy(wave)
+                except subprocess.CalledProcessError as error:
+                    outcome.stopped_at = wave
+                    outcome.problems = [f"cdk deploy {wave.stack} failed (exit {error.returncode})"]
+                    try:
+                        outcome.stack_state = stack_state(wave)
+                    except read_errors as read_error:
+                        outcome.stack_state = f"its CloudFormation status could not be read: {read_error}"
+                    return outcome
+                outcome.deployed.append(wave)
         stopped = watch_together(
             group,
             lambda wave: checks(
@@ -895,6 +915,13 @@ def main(
             print(f"{wave.stack}: created; turning deletion protection on")
         deploy_stack(cdk, args.assembly, wave.stack, approve=args.approve)
 
+    def deploy_together(group: Sequence[Wave]) -> None:
+        for wave in group:  # a cell created now goes in first, unprotected (rare during an event)
+            if stack_status(cloudformation(wave), wave.stack)[0] == NOT_CREATED:
+                print(f"{wave.stack}: created with its load balancer's deletion protection off")
+                deploy_stack(cdk, first_create, wave.stack, approve=args.approve)
+        deploy_stacks(cdk, args.assembly, [wave.stack for wave in group], approve=args.approve)
+
     def cloudwatch(wave: Wave) -> Any:
         return session.client("cloudwatch", region_name=wave.region or wave.home)
 
@@ -928,6 +955,7 @@ def main(
         target_groups=target_groups,
         alarm_window=lambda wave: breaching_window_seconds(stack_metric_alarms(cloudwatch(wave), wave.stack)),
         runs=runs,
+        deploy_together=deploy_together,
         after_stable=host_roll.after_stable(
             session, settings, bake_minutes, poll_seconds=args.poll, sleep=sleep, clock=clock
         ),

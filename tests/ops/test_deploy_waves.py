@@ -5,6 +5,7 @@ cloud assembly manifest: the real CLI cannot deploy without an AWS account), on 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -86,7 +87,7 @@ if args[0] == "synth":
                 "Properties": {{"ScheduledActions": [action]}},
             }}
         (out / (name + ".template.json")).write_text(json.dumps({{"Resources": resources}}))
-if args[0] == "deploy" and args[-1] == os.environ.get("FAKE_CDK_FAIL"):
+if args[0] == "deploy" and os.environ.get("FAKE_CDK_FAIL") in args[1:]:
     sys.exit(1)
 if args[0] == "diff" and args[-1] in os.environ.get("FAKE_CDK_BROADENING", "").split(","):
     print("IAM Statement Changes: +  (a broadening change)")
@@ -112,7 +113,12 @@ def fake_cdk(tmp_path, monkeypatch):
 def deployed_stacks(calls: list[list[str]], assembly: str = "assembly") -> list[str]:
     """Stacks deployed from the wave's assembly (a stack created now is first deployed from the
     `assembly-first-create` one, with deletion protection off)."""
-    return [call[-1] for call in calls if call[0] == "deploy" and Path(call[2]).name == assembly]
+    return [
+        stack
+        for call in calls
+        if call[0] == "deploy" and Path(call[2]).name == assembly
+        for stack in (call[call.index("--concurrency") + 2 :] if "--concurrency" in call else call[-1:])
+    ]
 
 
 @pytest.fixture
@@ -1183,17 +1189,14 @@ def test_worst_case_times_add_each_waits_limit_and_overlap_a_groups_waits():
     waits = stable + BUDGET + checks + CELL_ALARM_DATA_SECONDS + bake * 60
     cell = CELL_DEPLOY_ESTIMATE_SECONDS + waits
     assert worst_case_seconds(normal, bake, checks) == global_wave + 5 * cell
-    # The hotfix: us-west-2's two cells deploy in turn, then wait side by side.
-    assert (
-        worst_case_seconds(hotfix, bake, checks)
-        == global_wave + 3 * cell + 2 * CELL_DEPLOY_ESTIMATE_SECONDS + waits
-    )
+    # The hotfix: us-west-2's two cells deploy side by side in one call, then wait side by side.
+    assert worst_case_seconds(hotfix, bake, checks) == global_wave + 4 * cell
     assert (global_wave, cell) == (41 * 60, 204 * 60 + 14)
     text = describe_times(normal, hotfix, bake, checks)
     assert (
-        "normal: 6 waves, worst case 17 h 43 min; hotfix (HOTFIX=1): 5 waves, worst case 14 h 38 min" in text
+        "normal: 6 waves, worst case 17 h 43 min; hotfix (HOTFIX=1): 5 waves, worst case 14 h 18 min" in text
     )
-    assert "together (deploys in turn, waits side by side): 224" in text
+    assert "together (deploys and waits side by side): 204" in text
 
 
 def test_dry_run_prints_both_paths_worst_cases(fake_cdk, tmp_path, capsys):
@@ -1201,3 +1204,46 @@ def test_dry_run_prints_both_paths_worst_cases(fake_cdk, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "5 waves, each only once the one before" in out  # the plan printed: the hotfix's
     assert "normal: 6 waves, worst case" in out and "hotfix (HOTFIX=1): 5 waves, worst case" in out
+
+
+def test_a_hotfix_regions_cells_roll_side_by_side_in_one_cdk_deploy(aws, fake_cdk, tmp_path, monkeypatch):
+    """CloudFormation waits for an ECS service's rollout before a stack's update completes, so a cell's
+    `cdk deploy` lasts its rollout: on main the hotfix path's cells were deployed one call after another and
+    so rolled one after another. us-west-2's two cells now go in one call with `--concurrency 2`."""
+    stacks = [GLOBAL_STACK, *CELL_NAMES.regional.values()]
+    monkeypatch.setenv("FAKE_CDK_STACKS", ",".join(stacks))
+    for cell in ("us-east-1/1", "us-east-1/2", "us-west-2/1", "us-west-2/2"):
+        serve_cell(aws, cell, cell.replace("/", "-cell"))
+    serve(aws, "us-east-2")
+    assert run(fake_cdk, tmp_path, "--hotfix", config=CELLS_CONFIG) == 0
+    _, calls = fake_cdk
+    together = [c for c in calls() if c[0] == "deploy" and "--concurrency" in c]
+    west = [CELL_NAMES.regional["us-west-2/1"], CELL_NAMES.regional["us-west-2/2"]]
+    assert [c[c.index("--concurrency") + 1 :] for c in together] == [["2", *west]]
+    assert deployed_stacks(calls()) == stacks
+
+
+def test_a_failed_side_by_side_deploy_reports_each_cells_cloudformation_status():
+    waves = plan_hotfix(CELLS_SETTINGS, CELL_NAMES)
+    sim = SimClock(orchestrator_runs=False)
+
+    def deploy_together(group):
+        raise subprocess.CalledProcessError(1, ["cdk", "deploy"])
+
+    outcome = run_waves(
+        waves,
+        deploy=lambda wave: None,
+        deploy_together=deploy_together,
+        services=lambda target: [],
+        alarms=lambda region, names: {"MetricAlarms": [{"AlarmName": n, "StateValue": "OK"} for n in names]},
+        bake_minutes=1,
+        sleep=sim.sleep,
+        clock=sim.clock,
+        log=lambda _: None,
+        stack_state=lambda wave: f"status of {wave.stack}",
+    )
+    assert outcome.stopped_at is not None and outcome.stopped_at.label == "us-west-2/1"
+    assert outcome.problems[1:] == [
+        f"us-west-2/1: status of {CELL_NAMES.regional['us-west-2/1']}",
+        f"us-west-2/2: status of {CELL_NAMES.regional['us-west-2/2']}",
+    ]
