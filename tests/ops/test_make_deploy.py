@@ -96,3 +96,25 @@ def test_make_compile_dry_run_lists_the_keys_without_credentials(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "6 compiled-artifact keys" in result.stdout and "not checked (no AWS credentials)" in result.stdout
     assert_whole_sequence(result.stdout, here="compile")
+
+
+def test_the_deploy_times_in_the_docs_are_the_ones_the_dry_run_prints():
+    """docs/deploying.md quotes the dry run's last line for each shipped config: a change that moves a wave's
+    limit fails here until the page follows."""
+    page = (REPO / "docs" / "deploying.md").read_text(encoding="utf-8")
+    quoted = page.split("<!-- deploy-times: start -->")[1].split("<!-- deploy-times: end -->")[0]
+    expected = ["```"]
+    for command, config in (
+        ("make deploy DRY_RUN=1 CONFIG=config/prime-day.yaml", "config/prime-day.yaml"),
+        ("make deploy DRY_RUN=1", "config/default.yaml"),
+    ):
+        result = subprocess.run(
+            ["make", "--no-print-directory", "deploy", "DRY_RUN=1", f"CONFIG={config}"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 0, result.stderr
+        expected += [f"$ {command}", result.stdout.strip().splitlines()[-1]]
+    expected.append("```")
+    assert quoted.strip().splitlines() == expected
