@@ -99,6 +99,16 @@ DEPLOY_ERROR_SHARE = 0.05
 DEPLOY_MIN_REQUESTS = 20
 DEPLOY_BAD_MINUTES, DEPLOY_WINDOW_MINUTES = 2, 3
 SERVING_ERROR_METRIC = "ServingError"
+# The same judge for a revision that answers correctly but slowly (a build that halves the engine's speed
+# passes every health check, fails no request, and target tracking hides it by adding hosts): the share of its
+# requests whose first token came later than the objective (the container's SlowFirstToken, 0/1 against
+# SLOW_FIRST_TOKEN_MS). The objective is a p99, so a revision serving within it has at most ~1% late; load
+# alone does not push the share up, because a queued request that cannot get its first token within the
+# objective is shed at once (a shed is not slow). Above 5% in 2 of the last 3 minutes, the error judge's
+# windows. A half-speed build doubles every prefill and decode step and halves the host's slots: at Prime
+# Day's per-host load its first tokens queue past the objective for most requests.
+DEPLOY_SLOW_SHARE = 0.05
+SLOW_FIRST_TOKEN_METRIC = "SlowFirstToken"
 # Container Insights publishes the service's task counts once a minute.
 TASK_COUNT_PERIOD_SECONDS = 60
 
@@ -143,7 +153,8 @@ class ServingService(Construct):
             )
         # The service's own judge of a deploy, beside those of other parts (the Neuron devices').
         self.deployment_alarm = self._new_revision_error_alarm(props, task_definition)
-        judges = [self.deployment_alarm, *deployment_alarms]
+        self.slow_deployment_alarm = self._new_revision_slow_alarm(props, task_definition)
+        judges = [self.deployment_alarm, self.slow_deployment_alarm, *deployment_alarms]
         self.service = ecs.Ec2Service(
             self,
             "Service",
@@ -205,6 +216,21 @@ class ServingService(Construct):
         self, props: FleetProps, task_definition: ecs.TaskDefinition
     ) -> cloudwatch.IMetric:
         """The failed share of the requests served by tasks of this stack's task definition revision."""
+        return self._new_revision_share(
+            props, task_definition, SERVING_ERROR_METRIC, "errors", "new revision's failed share"
+        )
+
+    def new_revision_slow(self, props: FleetProps, task_definition: ecs.TaskDefinition) -> cloudwatch.IMetric:
+        """The late share of the first tokens served by tasks of this stack's task definition revision."""
+        return self._new_revision_share(
+            props, task_definition, SLOW_FIRST_TOKEN_METRIC, "slow", "new revision's late first tokens"
+        )
+
+    def _new_revision_share(
+        self, props: FleetProps, task_definition: ecs.TaskDefinition, metric_name: str, name: str, label: str
+    ) -> cloudwatch.IMetric:
+        """A 0/1 per-request metric's share over the revision's own requests (its Sum over its SampleCount),
+        judged only on minutes with DEPLOY_MIN_REQUESTS of them."""
         dimensions = {
             "Model": props.model_name,
             "InstanceType": props.instance.name,
@@ -212,10 +238,10 @@ class ServingService(Construct):
         }
         minute = Duration.minutes(1)
 
-        def serving_error(statistic: str) -> cloudwatch.Metric:
+        def per_request(statistic: str) -> cloudwatch.Metric:
             return cloudwatch.Metric(
                 namespace=props.metrics_namespace,
-                metric_name=SERVING_ERROR_METRIC,
+                metric_name=metric_name,
                 dimensions_map=dimensions,
                 statistic=statistic,
                 period=minute,
@@ -223,10 +249,11 @@ class ServingService(Construct):
 
         return cloudwatch.MathExpression(
             # ServingError is 0 or 1 on every accepted request: its SampleCount is the requests, its Sum the
-            # failed ones (sheds not counted: overload is not the revision's fault).
-            expression=f"IF(requests >= {DEPLOY_MIN_REQUESTS}, errors / requests, 0)",
-            using_metrics={"errors": serving_error("Sum"), "requests": serving_error("SampleCount")},
-            label="new revision's failed share",
+            # failed ones (sheds not counted: overload is not the revision's fault). SlowFirstToken likewise
+            # on every request that got a first token (or waited past the objective for one).
+            expression=f"IF(requests >= {DEPLOY_MIN_REQUESTS}, {name} / requests, 0)",
+            using_metrics={name: per_request("Sum"), "requests": per_request("SampleCount")},
+            label=label,
             period=minute,
         )
 
@@ -280,6 +307,26 @@ class ServingService(Construct):
             f"last {DEPLOY_WINDOW_MINUTES} min; a deploy of that revision rolls back on it",
             metric=self.new_revision_errors(props, task_definition),
             threshold=DEPLOY_ERROR_SHARE,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=DEPLOY_WINDOW_MINUTES,
+            datapoints_to_alarm=DEPLOY_BAD_MINUTES,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+
+    def _new_revision_slow_alarm(
+        self, props: FleetProps, task_definition: ecs.TaskDefinition
+    ) -> cloudwatch.Alarm:
+        """The slow revision's judge (DEPLOY_SLOW_SHARE), named for what it watches like the errors' one."""
+        return WatchedAlarm(
+            self,
+            "NewRevisionSlowShare",
+            name_prefix=f"{Stack.of(self).stack_name}-{props.instance.name}-deploy-slow-first-tokens",
+            alarm_description=f"{props.instance.name}: more than {DEPLOY_SLOW_SHARE:.0%} of the first tokens "
+            "served by the service's current task definition revision came later than the objective "
+            f"(minutes with {DEPLOY_MIN_REQUESTS}+ requests), in {DEPLOY_BAD_MINUTES} of the last "
+            f"{DEPLOY_WINDOW_MINUTES} min; a deploy of that revision rolls back on it",
+            metric=self.new_revision_slow(props, task_definition),
+            threshold=DEPLOY_SLOW_SHARE,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=DEPLOY_WINDOW_MINUTES,
             datapoints_to_alarm=DEPLOY_BAD_MINUTES,

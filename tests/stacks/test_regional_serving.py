@@ -161,8 +161,8 @@ def test_every_service_rolls_back_on_its_fleets_alarms_beside_the_circuit_breake
                 "ThresholdConfiguration": {"Type": "BOUNDED_PERCENT", "Value": percent},
             }, region
             names = deployment["Alarms"]["AlarmNames"]
-            # The new revision's failed requests and its hosts' Neuron hardware errors.
-            assert len(names) == 2 and all(name["Ref"] in alarms for name in names), region
+            # The new revision's failed requests, its late first tokens and its hosts' Neuron hardware errors.
+            assert len(names) == 3 and all(name["Ref"] in alarms for name in names), region
             # Judged on the service's own task definition revision, not the fleet (service.py,
             # neuron_health.py), under a name resolved at synth that changes with the revision.
             for name in names:

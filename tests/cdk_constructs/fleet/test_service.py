@@ -133,7 +133,11 @@ def test_a_deploy_rolls_back_on_the_new_revisions_hardware_errors_not_the_fleets
     alarms = service["Properties"]["DeploymentConfiguration"]["Alarms"]
     assert alarms["Enable"] is True and alarms["Rollback"] is True
     names = [name["Ref"] for name in alarms["AlarmNames"]]
-    assert names == [stack_id(fleet.serving.deployment_alarm), stack_id(fleet.neuron.deployment_alarm)]
+    assert names == [
+        stack_id(fleet.serving.deployment_alarm),
+        stack_id(fleet.serving.slow_deployment_alarm),
+        stack_id(fleet.neuron.deployment_alarm),
+    ]
     task_definition = service["Properties"]["TaskDefinition"]
     alarm = template.to_json()["Resources"][stack_id(fleet.neuron.deployment_alarm)]["Properties"]
     dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
@@ -341,3 +345,36 @@ def test_the_alarm_reads_the_series_the_container_writes():
     assert metrics.SERVING_ERROR == SERVING_ERROR_METRIC
     _, sets = metrics.serving_dimensions("assistant", {"INSTANCE_TYPE": "inf2.48xlarge"}, revision="3")
     assert ["Model", "InstanceType", REVISION_DIMENSION] in sets
+
+
+def test_a_deploy_rolls_back_on_the_new_revisions_late_first_tokens_alone(inf2):
+    """On main nothing judged a revision that answers correctly but slowly: a half-speed build passed every
+    health check, failed no request, and reached every cell while target tracking added hosts for it. The
+    third deployment alarm reads the share of the new revision's first tokens later than the objective."""
+    fleet, template = inf2
+    service = next(iter(template.find_resources("AWS::ECS::Service").values()))
+    names = [name["Ref"] for name in service["Properties"]["DeploymentConfiguration"]["Alarms"]["AlarmNames"]]
+    assert stack_id(fleet.serving.slow_deployment_alarm) in names
+    task_definition = service["Properties"]["TaskDefinition"]
+    alarm = template.to_json()["Resources"][stack_id(fleet.serving.slow_deployment_alarm)]["Properties"]
+    inputs = {m["Id"]: m["MetricStat"] for m in alarm["Metrics"] if "MetricStat" in m}
+    assert {key: (stat["Metric"]["MetricName"], stat["Stat"]) for key, stat in inputs.items()} == {
+        "slow": ("SlowFirstToken", "Sum"),
+        "requests": ("SlowFirstToken", "SampleCount"),
+    }
+    for stat in inputs.values():
+        assert {d["Name"]: d["Value"] for d in stat["Metric"]["Dimensions"]} == {
+            "Model": "assistant",
+            "InstanceType": "inf2.48xlarge",
+            "TaskDefinitionRevision": {"Fn::Select": [6, {"Fn::Split": [":", task_definition]}]},
+        }
+    (expression,) = [m["Expression"] for m in alarm["Metrics"] if "Expression" in m]
+    assert expression == "IF(requests >= 20, slow / requests, 0)"
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0.05, "GreaterThanThreshold")
+    assert (alarm["DatapointsToAlarm"], alarm["EvaluationPeriods"], alarm["TreatMissingData"]) == (
+        2,
+        3,
+        "notBreaching",
+    )
+    assert re.fullmatch(r"Test-inf2\.48xlarge-deploy-slow-first-tokens-[0-9a-f]{8}", alarm["AlarmName"])
+    assert fleet.serving.slow_deployment_alarm not in fleet.alarms
