@@ -397,6 +397,11 @@ def tool_calls(settings, config: Path) -> dict[str, list[Callable[[Any], Any]]]:
             lambda s: fleet_resources(
                 client(s, "cloudformation"), stack_name(settings, REGION), artifact.instance_type
             ),
+            # DescribeServices (the service's network), then RunTask with that networkConfiguration: no
+            # EC2 grant for the operator, since ECS attaches an awsvpc task's network interface through its
+            # own service-linked role (ECS API reference, CreateService `role`: "The service-linked role
+            # is required if your task definition uses the awsvpc network mode"; ECS developer guide,
+            # "Using service-linked roles for Amazon ECS").
             lambda s: start_compile(client(s, "ecs"), resource_names(project), artifact),
         ],
     }
