@@ -1,8 +1,8 @@
 """The operator policy the kit ships (iam/operator-policy.json, rendered for a config by
 ops/operator_policy.py) proven against the operator tools' own AWS calls, with moto enforcing IAM:
 
-- every call the tools make (`make deploy`'s waves and its preflight, `make traffic`, `make destroy`'s
-  release, `make compile`) is granted;
+- every call the tools make (`make deploy`'s waves, with their healthy-targets and first-run waits and the
+  hosts' AMI roll, and its preflight, `make traffic`, `make destroy`'s release, `make compile`) is granted;
 - each granted action is needed: taken away, some tool's call is refused;
 - each granted action is exercised by some tool, or named below as one AWS checks on the operator's behalf
   (beside a call the kit makes, or inside the CDK CLI), with its source;
@@ -19,9 +19,11 @@ exercise and its resource."""
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import io
 import json
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +33,23 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.iam.access_control import IAMRequest, S3IAMRequest
 
-from ops import deploy_waves, release_capacity, stack_state, traffic
+from ops import deploy_readiness, deploy_waves, host_roll, release_capacity, stack_state, traffic
 from ops.compile import fleet_artifacts, fleet_resources, manifest_exists, start_compile
 from ops.operator_policy import TEMPLATE, render
 from ops.preflight import aws as preflight_aws
-from ops.preflight.checks import ECS_CONTAINER_INSTANCES, ELB_SERVICE_CODE, ELB_TARGETS_PER_TARGET_GROUP
+from ops.preflight.checks import (
+    ECS_CONTAINER_INSTANCES,
+    ELB_SERVICE_CODE,
+    ELB_TARGETS_PER_TARGET_GROUP,
+    AmiDrift,
+)
 from settings import load_settings
 from settings.aws_limits import INTERNET_GATEWAYS_PER_REGION, NAT_GATEWAYS_PER_ZONE, VPCS_PER_REGION
 from settings.aws_rules import DESCRIBE_ALARMS_COMPOSITES_NEED_STAR, Rule, describe_alarms_sees_composites
 from stacks.routing_names import neuron_ami_parameter, powertools_layer_parameter, stack_name
 from tests.iam.policies import ACCOUNT, Unenforced, assumed_session, enforced, suspended
 from tests.ops.compile_fleet import compile_fleet, resource_names
+from tests.ops.test_deploy_waves import load_balancer, run_orchestrator, serve_global
 
 REPO = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
@@ -49,23 +57,33 @@ REGION = "us-east-1"
 # Actions that take no resource-level scoping in IAM: the Service Authorization Reference lists no resource
 # type for them (https://docs.aws.amazon.com/service-authorization/latest/reference/, one page per service:
 # list_amazonec2.html, list_amazonelasticcontainerservice.html, list_awslambda.html,
-# list_servicequotas.html, list_elasticloadbalancingv2.html, list_amazonec2autoscaling.html,
-# list_applicationautoscaling.html). EC2's user guide says the same of every Describe action ("Describe
-# actions do not support resource-level permissions").
+# list_servicequotas.html, list_awselasticloadbalancingv2.html, list_amazonec2autoscaling.html,
+# list_applicationautoscaling.html, list_amazoncloudwatch.html; each page: "If there is no value for this
+# column, you must specify all resources ("*")"). EC2's user guide says the same of every Describe action
+# ("Describe actions do not support resource-level permissions"), and so do ELBv2's Describe actions (the
+# target-health wait's reads) and Auto Scaling's (DescribeInstanceRefreshes: the AMI roll's watch).
 NO_RESOURCE_SCOPE = {
     "application-autoscaling:DescribeScalableTargets": "list_applicationautoscaling.html",
     "autoscaling:DescribeAutoScalingGroups": "list_amazonec2autoscaling.html",
+    "autoscaling:DescribeInstanceRefreshes": "list_amazonec2autoscaling.html",
+    "cloudwatch:GetMetricData": "list_amazoncloudwatch.html",
     "ec2:DescribeAccountAttributes": "list_amazonec2.html (Describe*: no resource-level permissions)",
     "ec2:DescribeAddresses": "list_amazonec2.html",
     "ec2:DescribeCapacityReservations": "list_amazonec2.html",
     "ec2:DescribeInstanceTypeOfferings": "list_amazonec2.html",
+    "ec2:DescribeInstances": "list_amazonec2.html",
     "ec2:DescribeInternetGateways": "list_amazonec2.html",
+    "ec2:DescribeLaunchTemplateVersions": "list_amazonec2.html",
     "ec2:DescribeNatGateways": "list_amazonec2.html",
     "ec2:DescribeSubnets": "list_amazonec2.html",
     "ec2:DescribeVpcs": "list_amazonec2.html",
     "ecs:ListClusters": "list_amazonelasticcontainerservice.html",
     "ecs:ListServices": "list_amazonelasticcontainerservice.html (only the ecs:cluster condition key)",
-    "elasticloadbalancing:DescribeAccountLimits": "list_elasticloadbalancingv2.html",
+    "elasticloadbalancing:DescribeAccountLimits": "list_awselasticloadbalancingv2.html",
+    "elasticloadbalancing:DescribeLoadBalancers": "list_awselasticloadbalancingv2.html",
+    "elasticloadbalancing:DescribeTags": "list_awselasticloadbalancingv2.html",
+    "elasticloadbalancing:DescribeTargetGroups": "list_awselasticloadbalancingv2.html",
+    "elasticloadbalancing:DescribeTargetHealth": "list_awselasticloadbalancingv2.html",
     "lambda:GetAccountSettings": "list_awslambda.html",
     "servicequotas:GetAWSDefaultServiceQuota": "list_servicequotas.html",
     "servicequotas:GetServiceQuota": "list_servicequotas.html",
@@ -135,8 +153,10 @@ def policy(settings) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def account(settings, tmp_path_factory) -> Iterator[Path]:
     """A deployed region as the tools find it: the project's tagged cluster, service and scalable target,
-    its protected hosts, the compiled artifacts, the routing records and state; a config naming moto's
-    hosted zone."""
+    its protected hosts (an Auto Scaling group tagged `project`, launching a launch template), its load
+    balancer tagged as the stacks tag it with healthy targets in both target groups, the global stack's
+    NotRunning alarm with one orchestrator run, the compiled artifacts, the routing records and state; a
+    config naming moto's hosted zone."""
     monkeypatch = pytest.MonkeyPatch()
     for name, value in {
         "AWS_ACCESS_KEY_ID": "x",
@@ -154,6 +174,10 @@ def account(settings, tmp_path_factory) -> Iterator[Path]:
         # A fleet `make compile` can start its task on: an awsvpc compile task definition, the service's
         # subnets and security group.
         compile_fleet(session, settings.project, REGION)
+        # What the waves' healthy-targets wait and first-run wait read (ops/deploy_readiness.py).
+        load_balancer(session, REGION, f"{settings.project}-alb", {"project": settings.project})
+        serve_global(session)
+        run_orchestrator(session, datetime.now(UTC) - timedelta(minutes=5))
         # Another team's NAT gateway: the preflight counts it per zone (through its subnet).
         ec2 = session.client("ec2")
         vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
@@ -208,6 +232,15 @@ class Refused(Exception):
     """A tool that reports AWS's refusal itself (exit status and message) rather than raising it."""
 
 
+def _refusals(problems: list[str]) -> list[str]:
+    """The problems a tool returns (the AMI roll's starts and cancels report AWS's errors as problems),
+    raised where one is a refusal."""
+    refused = [p for p in problems if "AccessDenied" in p or "not authorized" in p]
+    if refused:
+        raise Refused("; ".join(refused))
+    return problems
+
+
 def _refused(error: BaseException) -> bool:
     if isinstance(error, Refused):
         return True
@@ -222,6 +255,11 @@ def tool_calls(settings, config: Path) -> dict[str, list[Callable[[Any], Any]]]:
     project = settings.project
     artifact = fleet_artifacts(settings)[0]
     quotas = (VPCS_PER_REGION, NAT_GATEWAYS_PER_ZONE, INTERNET_GATEWAYS_PER_REGION)
+    cell = deploy_waves.Wave(stack=stack_name(settings, REGION), region=REGION)
+    global_stack, home = f"{project}-global", settings.orchestrator_region  # stacks.props.global_stack_name
+    hosts_group = f"{project}-inf2-hosts"  # the fixture's (tests/ops/test_release_capacity.py _deploy)
+    # A group whose hosts run another AMI than its launch template boots: what the roll refreshes.
+    drift = AmiDrift(hosts_group, "inf2.48xlarge", "ami-0new", {"ami-0old": 2}, 2)
 
     def client(session, service):
         made = session.client(service, region_name=REGION)
@@ -239,6 +277,45 @@ def tool_calls(settings, config: Path) -> dict[str, list[Callable[[Any], Any]]]:
             if "AccessDenied" in errors.getvalue():
                 raise Refused(errors.getvalue())
             raise AssertionError(f"make traffic {args}: exit {status}: {errors.getvalue()}")
+
+    def hosts_running() -> None:
+        """The project's hosts as deployed (an earlier release in this module may have ended them), so the
+        AMI reads have instances to read."""
+        with suspended():
+            boto3.client("autoscaling", region_name=REGION).update_auto_scaling_group(
+                AutoScalingGroupName=hosts_group, MinSize=2, DesiredCapacity=2
+            )
+
+    def fleet_groups(session, read):
+        hosts_running()
+        groups = read(session)
+        assert groups and all(g.hosts and g.template_image for g in groups), groups  # real answers
+        return groups
+
+    def target_groups(session):
+        groups = deploy_readiness.cell_target_groups(client(session, "elbv2"), project, None)
+        assert len(groups) == 2 and all(g.states == ("healthy", "healthy") for g in groups), groups
+        return groups
+
+    def first_runs(session):
+        cloudwatch = session.client("cloudwatch", region_name=home)
+        metric = deploy_readiness.run_metric(deploy_readiness.stack_metric_alarms(cloudwatch, global_stack))
+        assert metric is not None
+        now = datetime.now(UTC)
+        assert deploy_readiness.runs_since(cloudwatch, metric, now - timedelta(minutes=15), now) >= 1
+
+    # moto 5.2.5 authorizes the three instance-refresh operations, then raises NotImplementedError
+    # (measured): the refusal, or not, is moto's IAM check, so granted and needed are shown here as for any
+    # other call; _run counts the NotImplementedError as the authorized call moto cannot answer.
+    def start_refresh(session):
+        policy = host_roll.roll_policy(settings, settings.deploy.bake_minutes)
+        _refusals(host_roll.start_refreshes(client(session, "autoscaling"), [drift], policy)[1])
+
+    def read_refresh(session):
+        host_roll.read_refreshes(client(session, "autoscaling"), {hosts_group: "refresh-1"})
+
+    def cancel_refresh(session):
+        _refusals(host_roll.cancel_refreshes(client(session, "autoscaling"), [hosts_group]))
 
     def release(session):
         # As deployed: hosts running, protected from scale-in (an earlier release in this module ended them).
@@ -285,6 +362,10 @@ def tool_calls(settings, config: Path) -> dict[str, list[Callable[[Any], Any]]]:
             lambda s: preflight_aws.parameter_exists(client(s, "ssm"), powertools_layer_parameter()),
             lambda s: preflight_aws.lambda_concurrency(client(s, "lambda")),
             lambda s: manifest_exists(client(s, "s3"), artifact),
+            # The AMI checks: each group's hosts' AMIs against its launch template version's.
+            lambda s: fleet_groups(
+                s, lambda s: preflight_aws.fleet_groups(client(s, "autoscaling"), client(s, "ec2"), project)
+            ),
         ],
         "deploy waves": [
             lambda s: deploy_waves.region_services(s, project, REGION),
@@ -293,6 +374,17 @@ def tool_calls(settings, config: Path) -> dict[str, list[Callable[[Any], Any]]]:
             ),
             lambda s: stack_state.stack_status(client(s, "cloudformation"), stack_name(settings, REGION)),
             lambda s: stack_state.stack_alarms(client(s, "cloudwatch"), f"{project}-global"),
+            # A cell's healthy-targets wait, the global stack's first-run wait and its alarms' data window.
+            target_groups,
+            first_runs,
+            lambda s: deploy_readiness.breaching_window_seconds(
+                deploy_readiness.stack_metric_alarms(s.client("cloudwatch", region_name=home), global_stack)
+            ),
+            # The hosts' AMI roll once a cell is stable (ops/host_roll.py): its reads, start, watch, cancel.
+            lambda s: fleet_groups(s, lambda s: host_roll.wave_groups(s, project, cell)),
+            start_refresh,
+            read_refresh,
+            cancel_refresh,
         ],
         "traffic": [
             lambda s: traffic_run(s, "show"),
@@ -305,6 +397,11 @@ def tool_calls(settings, config: Path) -> dict[str, list[Callable[[Any], Any]]]:
             lambda s: fleet_resources(
                 client(s, "cloudformation"), stack_name(settings, REGION), artifact.instance_type
             ),
+            # DescribeServices (the service's network), then RunTask with that networkConfiguration: no
+            # EC2 grant for the operator, since ECS attaches an awsvpc task's network interface through its
+            # own service-linked role (ECS API reference, CreateService `role`: "The service-linked role
+            # is required if your task definition uses the awsvpc network mode"; ECS developer guide,
+            # "Using service-linked roles for Amazon ECS").
             lambda s: start_compile(client(s, "ecs"), resource_names(project), artifact),
         ],
     }
@@ -355,6 +452,8 @@ def usage(settings, policy, account) -> dict[tuple[str, int], tuple[set[str], st
 
 
 def test_every_operator_tool_call_is_granted_by_the_shipped_policy(usage):
+    """Each call through the tool's own function (tests/iam/test_make_commands_under_the_operator_policy.py
+    runs `make deploy` and `make compile` whole under the policy)."""
     assert {call: refusal for call, (_, refusal) in usage.items() if refusal} == {}
     tools = {tool for tool, _ in usage}
     assert tools == {"preflight", "deploy waves", "traffic", "release capacity", "compile"}
@@ -462,6 +561,55 @@ def test_the_rendered_policy_is_printed_as_json(capsys):
     printed = json.loads(capsys.readouterr().out)
     manifests = next(s for s in printed["Statement"] if s["Sid"] == "CompiledArtifactManifests")
     assert manifests["Resource"] and all(r.startswith("arn:aws:s3:::") for r in manifests["Resource"])
+
+
+def _statement(policy: dict[str, Any], sid: str) -> dict[str, Any]:
+    return next(s for s in policy["Statement"] if s.get("Sid") == sid)
+
+
+SNAPSHOTS = REPO / "tests" / "stacks" / "__snapshots__"
+
+
+def test_the_host_groups_the_roll_and_the_release_may_change_are_the_projects(settings, policy):
+    """StartInstanceRefresh and CancelInstanceRefresh (like the release's statement) are scoped to the groups
+    named `<project>-*`: the stacks give their Auto Scaling groups no name, so CloudFormation names each
+    `<stack>-<logical id>-<random suffix>` (CloudFormation User Guide, "Name type": a resource given no name
+    gets one from the stack name, the logical id and a unique string), and every cell stack's name starts
+    with `<project>-`. The synthesized templates are read from the stacks' own snapshots."""
+    roll, release = (
+        _statement(policy, "RollProjectHostsOntoTheirAmi"),
+        _statement(policy, "ReleaseProjectHosts"),
+    )
+    assert set(_actions(roll)) == {"autoscaling:StartInstanceRefresh", "autoscaling:CancelInstanceRefresh"}
+    groups = f"arn:aws:autoscaling:*:{ACCOUNT}:autoScalingGroup:*:autoScalingGroupName/{settings.project}-*"
+    assert _resources(roll) == _resources(release) == [groups]
+    templates = [SNAPSHOTS / "test_cells" / "test_cell_stack_matches_snapshot.json"]
+    templates += [SNAPSHOTS / "test_regional_serving" / "test_stack_matches_snapshot.json"]
+    found = 0
+    for template in templates:
+        for logical_id, resource in json.loads(template.read_text())["Resources"].items():
+            if resource["Type"] == "AWS::AutoScaling::AutoScalingGroup":
+                found += 1
+                assert "AutoScalingGroupName" not in resource["Properties"], logical_id
+    assert found >= 2
+    for cell in settings.all_cells:
+        stack = stack_name(settings, cell.region, cell.index)
+        named = f"arn:aws:autoscaling:{cell.region}:{ACCOUNT}:autoScalingGroup:0a1b:autoScalingGroupName/"
+        assert fnmatch.fnmatchcase(f"{named}{stack}-Fleetinf248xlargeHostsASGCA2FF88F-AbC123", groups)
+
+
+def test_the_compiles_service_read_is_within_the_project_services_statement(settings, policy, account):
+    """`make compile` reads its fleet's service (DescribeServices, for the network RunTask needs) by the ARN
+    the stack lists: `service/<cluster>/<service>`, the cluster named by CloudFormation after the stack (see
+    above), as the moto fleet's is named after the project."""
+    with suspended():
+        names = resource_names(settings.project)
+        (service,) = boto3.client("ecs", region_name=REGION).describe_services(
+            cluster=names["cluster"], services=[names["Service"]]
+        )["services"]
+    (scope,) = _resources(_statement(policy, "ProjectServices"))
+    assert fnmatch.fnmatchcase(service["serviceArn"], scope), (service["serviceArn"], scope)
+    assert not fnmatch.fnmatchcase(service["serviceArn"].replace(settings.project, "another-team"), scope)
 
 
 # The statements moto cannot see being used are asserted by what they name.
