@@ -67,8 +67,36 @@ def check_against_config(scenario: Scenario, document: Document, settings: Setti
                     f"after the scenario's last minute ({scenario.minutes - 1})",
                 )
             )
+    problems += _deploy_problems(scenario, document, settings, config)
     if problems:
         raise BadScenario("\n".join(problems))
+
+
+def _deploy_problems(scenario: Scenario, document: Document, settings: Settings, config: Path) -> list[str]:
+    problems = []
+    cells = [cell.name for cell in settings.all_cells]
+    for index, deploy in enumerate(scenario.deploys):
+        if deploy.at >= scenario.minutes:
+            problems.append(
+                locate(
+                    document,
+                    ("deploys", index, "at"),
+                    f"after the scenario's last minute ({scenario.minutes - 1})",
+                )
+            )
+        if deploy.cell is not None and deploy.cell not in cells:
+            problems.append(
+                locate(document, ("deploys", index, "cell"), f"not a cell of {config} ({', '.join(cells)})")
+            )
+        if scenario.day_zero and deploy.change == "new_cell":
+            problems.append(
+                locate(
+                    document,
+                    ("deploys", index, "change"),
+                    "day zero creates every cell of the config at minute 0; a new_cell is for a later day",
+                )
+            )
+    return problems
 
 
 def run_scenario(
