@@ -87,6 +87,45 @@ class WarmPool:
 
 
 @dataclass(frozen=True)
+class RolloutControl:
+    """The service's rolling-deployment settings as the template sets them (AWS::ECS::Service
+    DeploymentConfiguration; ECS's defaults where it omits one: 100% minimum healthy, 200% maximum, no
+    circuit breaker, no deployment alarms)."""
+
+    min_healthy_percent: int = 100
+    max_percent: int = 200
+    breaker: bool = False
+    breaker_rollback: bool = False
+    # ThresholdConfiguration (a fixed COUNT of failed tasks) where set; None: ECS's default, half the
+    # desired count between 3 and 200 (gameday/deploys.py).
+    failed_tasks_threshold: int | None = None
+    # The deployment alarms ECS watches during the rollout (the twin's alarm keys: logical ids where the
+    # template refers to its own alarm, else the name as written); one in ALARM rolls back if
+    # `alarms_rollback`.
+    alarms: tuple[str, ...] = ()
+    alarms_rollback: bool = False
+
+
+def _rollout(service: dict[str, Any]) -> RolloutControl:
+    config = service.get("DeploymentConfiguration", {})
+    breaker = config.get("DeploymentCircuitBreaker", {})
+    threshold = breaker.get("ThresholdConfiguration") or {}
+    alarms = config.get("Alarms", {})
+    enabled = str(alarms.get("Enable", False)).lower() == "true"
+    return RolloutControl(
+        min_healthy_percent=int(config.get("MinimumHealthyPercent", 100)),
+        max_percent=int(config.get("MaximumPercent", 200)),
+        breaker=str(breaker.get("Enable", False)).lower() == "true",
+        breaker_rollback=str(breaker.get("Rollback", False)).lower() == "true",
+        failed_tasks_threshold=int(threshold["Value"]) if threshold.get("Type") == "COUNT" else None,
+        alarms=tuple(_ref(name) or _literal(name) for name in alarms.get("AlarmNames", []))
+        if enabled
+        else (),
+        alarms_rollback=enabled and str(alarms.get("Rollback", False)).lower() == "true",
+    )
+
+
+@dataclass(frozen=True)
 class FleetControl:
     instance_type: str
     service_id: str  # logical ids, to find the fleet's alarms
@@ -108,6 +147,7 @@ class FleetControl:
     # The tasks take their own target out of their groups when their engine dies: the container names every
     # group the service registers it in, and the task role may deregister targets of each (_leaves_on_death).
     leaves_on_death: bool = False
+    rollout: RolloutControl = RolloutControl()
 
     def bounds_at(self, when: datetime) -> tuple[int, int, int, int]:
         """(asg min, asg max, service min, service max) in force at `when`: each schedule's actions in
@@ -481,6 +521,7 @@ def _fleets(resources: dict[str, Any]) -> tuple[FleetControl, ...]:
                 grace_seconds=int(services[service_id].get("HealthCheckGracePeriodSeconds", 0)),
                 dead_target_seconds=dead_seconds(leaves),
                 leaves_on_death=leaves,
+                rollout=_rollout(services[service_id]),
             )
         )
     return tuple(sorted(fleets, key=lambda f: f.instance_type))
