@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from gameday.deploy_day import DeployDay, DeployRecord
 from gameday.loop import PROFILE_ENDS, Minute, Twin
 from gameday.report import json_line, plot
 from gameday.scenario import CapacityShortage, Scenario, load_scenario
@@ -32,6 +33,7 @@ class Result:
     profile: str = "nominal"  # which end of the profiles' throughput range the serving curves ran at
     without_orchestrator: Summary | None = None  # the counterfactual day, when it ran
     rules: Rules | None = None  # what the verdict judged against
+    deploys: tuple[DeployRecord, ...] = ()  # what each scheduled deploy did (gameday/deploy_day.py)
 
 
 def check_against_config(scenario: Scenario, document: Document, settings: Settings, config: Path) -> None:
@@ -108,11 +110,13 @@ def run_scenario(
     counterfactual: bool = False,
     orchestrator_on: bool = True,
     deployment_hook=None,
+    deploy_args: tuple[str, ...] = (),
 ) -> Result:
     """`counterfactual`: run the day again with the orchestrator off (also when the scenario asks for it)
     and judge the first against the second; `orchestrator_on=False`: run only the day without it.
     `deployment_hook`: a function given the deployment read from the templates and returning the one to
-    run (the mutation tests break the system through it)."""
+    run (the mutation tests break the system through it). `deploy_args`: more arguments for every deploy's
+    `python -m ops.deploy_waves` (the mutation tests': `--all-at-once`)."""
     if profile not in PROFILE_ENDS:
         raise BadScenario(f"profile {profile!r}: one of {', '.join(PROFILE_ENDS)}")
     try:
@@ -122,12 +126,14 @@ def run_scenario(
         raise BadScenario(str(error)) from None
     check_against_config(scenario, document, settings, config)
     try:
-        deployment = read_deployment(synthesize(config))
+        assembly = synthesize(config)
+        deployment = read_deployment(assembly)
     except TemplateError as error:
         raise BadScenario(str(error)) from None
     if deployment_hook is not None:
         deployment = deployment_hook(deployment)
     twin = Twin(scenario, settings, deployment, orchestrator_on, profile)
+    day = DeployDay(twin, settings, config, assembly, deploy_args) if scenario.deploys else None
 
     def emit(minute: Minute) -> None:
         if json_out is not None:
@@ -162,4 +168,5 @@ def run_scenario(
     if png is not None:
         who = "" if orchestrator_on else ", orchestrator off"
         plot(scenario, minutes, slo_ms, png, f"{path.name} ({profile} profile{who}): {summary.verdict}")
-    return Result(scenario, minutes, summary, profile, without, rules)
+    records = tuple(day.records) if day is not None else ()
+    return Result(scenario, minutes, summary, profile, without, rules, records)

@@ -217,6 +217,7 @@ class RegionControl:
     parameters: tuple[str, ...] = ()  # the SSM parameter names the stack writes
     metrics_namespace: str = ""  # where its serving containers publish (their AWS_EMF_NAMESPACE)
     name: str = ""  # the routing name (`us-east-1`, or `us-east-1/2` for a cell): its record's set id
+    stack: str = ""  # the CloudFormation stack (the assembly's artifact) it is deployed by
 
 
 @dataclass(frozen=True)
@@ -255,13 +256,38 @@ from settings import load_settings
 from stacks.serving_app import build_app
 build_app(load_settings(sys.argv[1]), outdir=sys.argv[2], nag=False).synth()
 """
+# `make deploy` synthesizes when it starts (ops/deploy_waves.py), and the templates depend on that moment
+# (scheduled actions already past are left out: stacks/props.py `fleet_schedule`): a deploy day's assembly
+# is synthesized as of the deploy's simulated start, the clock of stacks/props.py swapped in the synth's
+# own process.
+SYNTH_AT = """
+import sys
+from datetime import datetime
+import stacks.props
+from settings import load_settings
+from stacks.serving_app import build_app
+at = datetime.fromisoformat(sys.argv[3])
+class At(datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return at.astimezone(tz) if tz else at.replace(tzinfo=None)
+stacks.props.datetime = At
+build_app(load_settings(sys.argv[1]), outdir=sys.argv[2], nag=False, first_create=sys.argv[4] == "1").synth()
+"""
 
 
-def synthesize(config: Path, cache: Path = CACHE) -> Path:
+def synthesize(
+    config: Path, cache: Path = CACHE, at: datetime | None = None, first_create: bool = False
+) -> Path:
     """The cloud assembly of `config`: synthesized once per digest, in a process of its own (jsii's Node
     runtime stays out of the twin's), without cdk-nag or aws-cdk-lib's schema validation (neither
-    changes a template)."""
-    out = cache / f"cdk.out-{_digest(config)}"
+    changes a template). `at`: as `make deploy` would synthesize it at that moment (`first_create`: the
+    assembly it creates new stacks from)."""
+    key = _digest(config)
+    if at is not None:
+        stamp = at.astimezone(UTC).strftime("%Y%m%dT%H%M")
+        key = hashlib.sha256(f"{key}|{stamp}|{first_create}".encode()).hexdigest()[:16]
+    out = cache / f"cdk.out-{key}"
     if (out / "manifest.json").is_file():
         return out
     cache.mkdir(parents=True, exist_ok=True)
@@ -274,8 +300,19 @@ def synthesize(config: Path, cache: Path = CACHE) -> Path:
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
         "CDK_DISABLE_CLI_TELEMETRY": "1",
     }
+    command = [sys.executable, "-c", SYNTH, str(config), str(partial)]
+    if at is not None:
+        command = [
+            sys.executable,
+            "-c",
+            SYNTH_AT,
+            str(config),
+            str(partial),
+            at.isoformat(),
+            str(int(first_create)),
+        ]
     result = subprocess.run(
-        [sys.executable, "-c", SYNTH, str(config), str(partial)],
+        command,
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -663,7 +700,7 @@ def read_deployment(assembly: Path) -> Deployment:
     orchestrator = None
     home = "us-east-1"
     schedule = "rate(1 minute)"
-    for artifact in manifest["artifacts"].values():
+    for name, artifact in manifest["artifacts"].items():
         if artifact.get("type") != "aws:cloudformation:stack":
             continue
         region = artifact["environment"].rsplit("/", 1)[-1]
@@ -680,7 +717,7 @@ def read_deployment(assembly: Path) -> Deployment:
             for rule in _of_type(resources, "AWS::Events::Rule").values():
                 schedule = rule.get("ScheduleExpression", schedule)
         if _of_type(resources, "AWS::ECS::CapacityProvider"):
-            stacks.append(read_region(region, template))
+            stacks.append(replace(read_region(region, template), stack=name))
     if orchestrator is None:
         raise TemplateError(f"{assembly}: no traffic orchestrator function in any template")
     if schedule != "rate(1 minute)":
