@@ -30,6 +30,7 @@ import json
 import math
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -69,7 +70,10 @@ class DeployRecord:
     status: int | None = None
     output: str = ""
     stacks: list[StackDeploy] = field(default_factory=list)
-    rollouts: dict[str, list[Any]] = field(default_factory=dict)  # routing target -> its fleets' rollouts
+    # Routing target -> instance type -> the fleet's rolling deployments of the day, in order.
+    rollouts: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    cells_by_stack: dict[str, list[str]] = field(default_factory=dict)  # stack -> its routing targets
+    cpu_seconds: float = 0.0  # the deploy command's own CPU time (the twin's minutes it waited included)
     planned_minutes: float = 0.0  # the dry run's bound: every wave's stable timeout and bake
 
 
@@ -319,6 +323,7 @@ class DeployDay:
     def run(self, deploy: Deploy) -> DeployRecord:
         import ops.deploy_waves as waves
 
+        cpu = time.process_time()
         record = DeployRecord(deploy, self.twin.now_minute + 1)
         self.records.append(record)
         self.current = record
@@ -346,8 +351,11 @@ class DeployDay:
                 except DayOver:
                     record.status = None
         record.output = out.getvalue()
+        record.cpu_seconds = time.process_time() - cpu
         for name, twin in self.twin.cells.items():
-            record.rollouts[name] = [r for f in twin.fleets.values() for r in f.rollouts]
+            record.cells_by_stack.setdefault(twin.control.stack, []).append(name)
+        for name, twin in self.twin.cells.items():
+            record.rollouts[name] = {t: list(f.rollouts) for t, f in twin.fleets.items()}
         self.current = None
         return record
 

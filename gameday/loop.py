@@ -81,6 +81,9 @@ class RegionMinute:
     # The target's serving curve (not in the JSON): the verdict reads from it what an even split of the
     # minute's demand would have had this target shed (gameday/verdict.py `even_shed_rps`).
     curve: Curve | None = None
+    # Deploy days (not in the JSON): revision name -> the share of the target's serving tasks running it,
+    # for each bad revision serving (the verdict judges those minutes as a fault's: gameday/verdict.py).
+    bad_revisions: dict[str, float] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
         return {
@@ -706,6 +709,9 @@ class Twin:
             row.tasks = sum(f.in_service for f in twin.fleets.values())
             speed = self._speed(twin, minute)
             failing, counted = self._failing(twin, minute)
+            if self.revisions:
+                for share, revision in self._revision_shares(twin):
+                    row.bad_revisions[revision.name] = share
             self._serve(
                 twin,
                 minute,

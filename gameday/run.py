@@ -13,7 +13,15 @@ from gameday.loop import PROFILE_ENDS, Minute, Twin
 from gameday.report import json_line, plot
 from gameday.scenario import CapacityShortage, Scenario, load_scenario
 from gameday.templates import TemplateError, read_deployment, synthesize
-from gameday.verdict import Rules, Summary, compare, judge
+from gameday.verdict import (
+    Rules,
+    Summary,
+    compare,
+    deploy_violations,
+    judge,
+    with_deploy_violations,
+    with_revision_faults,
+)
 from orchestrator.routing.config import parse_config
 from settings.cells import region_of
 from settings.loader import ConfigError, Document, load_settings, locate
@@ -154,7 +162,9 @@ def run_scenario(
         {r.name: r.initial_weight for r in orchestrator.regions},
         policy_params(settings),
     )
-    summary = judge(scenario, minutes, rules)
+    records = tuple(day.records) if day is not None else ()
+    summary = judge(with_revision_faults(scenario, minutes) if records else scenario, minutes, rules)
+    summary = with_deploy_violations(summary, deploy_violations(records))
     without = None
     if orchestrator_on and (counterfactual or scenario.counterfactual is not None):
         off = Twin(scenario, settings, deployment, False, profile).run()
@@ -164,9 +174,21 @@ def run_scenario(
         public = summary.public()
         public["summary"]["profile"] = profile  # which end of the profiles' range the curves ran at
         public["summary"]["orchestrator"] = "on" if orchestrator_on else "off"
+        if records:
+            public["summary"]["deploys"] = [
+                {
+                    "at": r.deploy.at,
+                    "change": r.deploy.change,
+                    "revision": r.deploy.revision.name,
+                    "ended": r.ended,
+                    "exit": r.status,
+                    "stacks": [s.stack for s in r.stacks],
+                    "cpu_seconds": round(r.cpu_seconds, 1),
+                }
+                for r in records
+            ]
         json_out.write(json.dumps(public, separators=(",", ":")) + "\n")
     if png is not None:
         who = "" if orchestrator_on else ", orchestrator off"
         plot(scenario, minutes, slo_ms, png, f"{path.name} ({profile} profile{who}): {summary.verdict}")
-    records = tuple(day.records) if day is not None else ()
     return Result(scenario, minutes, summary, profile, without, rules, records)
