@@ -17,7 +17,9 @@ failures"):
 - the circuit breaker fails the deployment once its failed tasks reach the threshold: the
   ThresholdConfiguration's COUNT where the template sets one, else ECS's default, half the desired count
   between 3 and 200 ("the failure threshold is calculated as 0.5 x desired count, minimum 3, maximum 200");
-- a deployment alarm in ALARM while the deployment runs fails it too;
+- a deployment alarm in ALARM while the deployment's tasks run fails it too; with deployment alarms the
+  deployment stays IN_PROGRESS for a bake time once every task is replaced (ECS computes it from the alarms'
+  configuration and states no formula: the twin takes the longest alarm's evaluation window);
 - a failed deployment with rollback on is followed by a rollback: a deployment of the previous revision by the
   same rules (old tasks still serving count towards it; new ones stop as it completes). Without rollback the
   service stays as it is, with the failed deployment's tasks.
@@ -73,6 +75,7 @@ class Rollout:
     reason: str = ""
     ended: int | None = None
     rolling_back: bool = False  # this deployment is the rollback of a failed one
+    replaced: int | None = None  # the minute every task ran the new revision (its alarm bake starts)
     events: list[str] = field(default_factory=list)
 
     @property
@@ -111,7 +114,10 @@ class Rollout:
         if self.control.breaker and self.failed >= failure_threshold(self.control, desired):
             self._fail(minute, f"circuit breaker: {self.failed} tasks failed to start")
             return 0
-        if alarm is not None and self.control.alarms:
+        # ECS watches the alarms once tasks of the new revision run; a rollback (to the last revision that
+        # completed) is not failed by them: their data is still the failed revision's for minutes.
+        watching = self.new_serving + self.new_starting > 0 and not self.rolling_back
+        if alarm is not None and self.control.alarms and watching:
             self._fail(minute, f"deployment alarm {alarm} in ALARM")
             return 0
         # Old tasks stop while the healthy ones stay at or above the minimum healthy percent.
@@ -133,8 +139,15 @@ class Rollout:
             self.booting.append(Batch(launch, minute + BOOT_MINUTES))
             self.events.append(f"{launch} hosts launched for {self.revision}'s tasks")
         if self.new_serving >= desired and not self.old_serving and not self.starting:
-            self.state, self.ended = COMPLETED, minute
-            self.events.append(f"deployment of {self.revision} completed")
+            if self.replaced is None:
+                self.replaced = minute
+            # With deployment alarms ECS keeps the deployment IN_PROGRESS for a bake time it computes from
+            # the alarms' configuration (ECS Developer Guide, "How CloudWatch alarms detect Amazon ECS
+            # deployment failures"); a rollback has none.
+            bake = 0 if self.rolling_back or not self.control.alarms else self.control.alarm_bake_minutes
+            if minute - self.replaced >= bake:
+                self.state, self.ended = COMPLETED, minute
+                self.events.append(f"deployment of {self.revision} completed")
         return stop
 
     def _fail(self, minute: int, reason: str) -> None:

@@ -242,6 +242,9 @@ class CellTwin:
                 return "target5xx_share"
             return None
         metric = alarm.metrics[0]
+        if "TaskDefinitionRevision" in alarm.dimensions and metric == "ServingError":
+            # Scoped to the revision a deployment rolls out: its own tasks' share (deploy days only).
+            return "revision_serving_error_share"
         keys = {
             ("SlowFirstToken", "Average"): "slow_share",
             ("RequestFailed", "Average"): "error_share",
@@ -404,6 +407,16 @@ class Twin:
             for share, revision in self._revision_shares(twin):
                 speed *= 1 - share + share * revision.speed
         return speed
+
+    def _newest_revision_errors(self, twin: CellTwin) -> float | None:
+        """The share of its requests the revision being rolled out fails, while any of its tasks serve (no
+        data otherwise: a metric scoped to a revision with no task reports nothing)."""
+        shares = [
+            self.revisions[f.rollout.revision].errors or 0.0 if f.rollout.revision in self.revisions else 0.0
+            for f in twin.fleets.values()
+            if f.rollout is not None and not f.rollout.rolling_back and f.rollout.new_serving
+        ]
+        return max(shares) if shares else None
 
     def _revision_shares(self, twin: CellTwin) -> list[tuple[float, Any]]:
         """(share of the target's serving tasks, the revision they run) for each bad revision serving."""
@@ -712,6 +725,7 @@ class Twin:
             if self.revisions:
                 for share, revision in self._revision_shares(twin):
                     row.bad_revisions[revision.name] = share
+                twin.record("revision_serving_error_share", minute, self._newest_revision_errors(twin))
             self._serve(
                 twin,
                 minute,

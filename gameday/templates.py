@@ -104,6 +104,9 @@ class RolloutControl:
     # `alarms_rollback`.
     alarms: tuple[str, ...] = ()
     alarms_rollback: bool = False
+    # ECS's bake after the last task is replaced, with deployment alarms: the twin's figure, the longest
+    # watched alarm's evaluation window in minutes (ECS computes its own and states no formula).
+    alarm_bake_minutes: int = 0
 
 
 def _rollout(service: dict[str, Any]) -> RolloutControl:
@@ -654,9 +657,26 @@ def read_region(region: str, template: dict[str, Any]) -> RegionControl:
     }
     if len(namespaces) > 1:
         raise TemplateError(f"{region}: one stack's containers publish to several namespaces {namespaces}")
+    fleets = tuple(
+        replace(
+            fleet,
+            rollout=replace(
+                fleet.rollout,
+                alarm_bake_minutes=max(
+                    (
+                        alarms[a].evaluation_periods * alarms[a].period // 60
+                        for a in fleet.rollout.alarms
+                        if a in alarms
+                    ),
+                    default=0,
+                ),
+            ),
+        )
+        for fleet in _fleets(resources)
+    )
     return RegionControl(
         region,
-        _fleets(resources),
+        fleets,
         alarms,
         composites,
         checks,

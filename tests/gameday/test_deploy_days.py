@@ -86,3 +86,54 @@ def test_a_bad_image_today_stops_the_waves_in_the_first_cell_but_stays_there():
 def test_a_slow_image_at_the_peak_is_rolled_back_in_the_first_cell_within_its_budget():
     run = result("slow-image-at-peak")
     assert run.summary.verdict == "pass", run.summary.violations
+
+
+def with_revision_serving_error_alarm(deployment):
+    """Each fleet's deployment also watching a serving-error alarm scoped to the new task definition
+    revision (the shape the deployment-alarm fix gives it): 5% over 3 one-minute datapoints."""
+    from dataclasses import replace
+
+    from gameday.templates import Alarm
+
+    cells = {}
+    for name, control in deployment.cells.items():
+        alarm = Alarm(
+            "RevisionServingErrors",
+            f"{name}-revision-serving-errors",
+            ("ServingError",),
+            "Average",
+            {"TaskDefinitionRevision": "ref:TaskDefinition"},
+            60,
+            3,
+            3,
+            0.05,
+            "GreaterThanThreshold",
+            "notBreaching",
+            namespace=control.metrics_namespace,
+        )
+        fleets = tuple(
+            replace(
+                f,
+                rollout=replace(
+                    f.rollout, alarms=(*f.rollout.alarms, alarm.logical_id), alarm_bake_minutes=3
+                ),
+            )
+            for f in control.fleets
+        )
+        cells[name] = replace(control, alarms={**control.alarms, alarm.logical_id: alarm}, fleets=fleets)
+    return replace(deployment, cells=cells)
+
+
+def test_with_a_serving_error_deployment_alarm_the_bad_image_is_rolled_back_in_the_first_cell():
+    """The rehearsal can pass: given the deployment alarm the fix adds, ECS rolls the bad revision back
+    inside `cdk deploy`, CloudFormation's update fails, and the waves stop in the first cell."""
+    run = run_scenario(
+        SCENARIOS / "bad-image-at-peak.yaml", deployment_hook=with_revision_serving_error_alarm
+    )
+    (record,) = run.deploys
+    assert "wave stopped at us-east-1/1" in record.output and "UPDATE_ROLLBACK_COMPLETE" in record.output
+    for rollouts in record.rollouts["us-east-1/1"].values():
+        assert [r.state for r in rollouts] == ["FAILED", "COMPLETED"]
+        assert "RevisionServingErrors" in rollouts[0].reason
+    assert run.summary.verdict == "pass", run.summary.violations
+    assert run.summary.requests_lost <= run.scenario.judge.lost_requests

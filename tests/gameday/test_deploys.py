@@ -98,3 +98,23 @@ def test_an_alarm_not_named_by_the_deployment_is_not_watched():
     rollout = Rollout(control, "v2", "v1", 10, old_serving=10, started=0)
     run(rollout, 10, room=4, minutes=200, alarm_from=1)
     assert rollout.state == COMPLETED
+
+
+def test_with_deployment_alarms_the_deployment_bakes_before_it_completes_and_the_alarm_can_still_fail_it():
+    control = RolloutControl(100, 200, True, True, 3, ("HwAlarm",), True, alarm_bake_minutes=5)
+    quiet = Rollout(control, "v2", "v1", 4, old_serving=4, started=0)
+    run(quiet, 4, room=4, minutes=100)
+    replaced = BOOT_MINUTES + COLD_START_MINUTES
+    assert quiet.state == COMPLETED and quiet.ended == replaced + 5
+    late = Rollout(control, "v2", "v1", 4, old_serving=4, started=0)
+    run(late, 4, room=4, minutes=100, alarm_from=replaced + 2)
+    assert late.state == FAILED  # in its bake, after every task was replaced
+
+
+def test_a_rollback_is_not_failed_by_the_alarm_that_started_it():
+    rollout = Rollout(KIT, "v2", "v1", 4, old_serving=4, started=0)
+    run(rollout, 4, room=4, minutes=100, alarm_from=BOOT_MINUTES + 1)  # its tasks are starting
+    back = rollout.rollback(rollout.ended)
+    assert back is not None
+    run(back, 4, room=4, minutes=100, alarm_from=0)  # the alarm's data is still the failed revision's
+    assert back.state == COMPLETED
