@@ -75,6 +75,15 @@ class FleetState:
     rollout: Rollout | None = None
     revision: str = "current"
     rollouts: list[Rollout] = field(default_factory=list)  # every deployment of the day, in order
+    # The launch template's AMI: a change replaces no host by itself; hosts booted since run it.
+    ami: str = "current"
+    ami_hosts: int = 0  # of `hosts`, those booted from `ami` since the launch template took it
+    ami_booted: int = 0  # every host booted from `ami` since
+
+    def change_ami(self, ami: str) -> None:
+        """The launch template's new AMI (CloudFormation updates it; no running host changes)."""
+        if ami != self.ami:
+            self.ami, self.ami_hosts, self.ami_booted = ami, 0, 0
 
     @classmethod
     def steady(cls, control: FleetControl, when: datetime, wanted: int) -> FleetState:
@@ -264,6 +273,9 @@ class FleetState:
         ready = sum(c.count for c in self.booting if c.at <= minute)
         self.booting[:] = [c for c in self.booting if c.at > minute]
         self.hosts += ready
+        if ready and self.ami != "current":
+            self.ami_hosts += ready
+            self.ami_booted += ready
         ready = sum(c.count for c in self.starting if c.at <= minute)
         self.starting[:] = [c for c in self.starting if c.at > minute]
         if ready and self.control.grace_seconds < COLD_START_MINUTES * 60:
@@ -320,6 +332,7 @@ class FleetState:
             over = self.tasks - self.hosts
             if over > 0:
                 stopped += self._stop_tasks(over)
+        self.ami_hosts = min(self.ami_hosts, self.hosts)
         return stopped
 
     def _first_ready_minutes(self) -> int:

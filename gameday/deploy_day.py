@@ -392,6 +392,11 @@ class DeployDay:
         if deploy.change == "image":
             for fleet in fleets:
                 fleet.deploy(deploy.revision.name, started, deploy.revision.crashes)
+        elif deploy.change == "ami":
+            # The launch template's new version: the group replaces no host for it (the template sets no
+            # rolling update policy; a host roll is the deploy code's to start).
+            for fleet in fleets:
+                fleet.change_ami(deploy.revision.name)
         for _ in range(UPDATE_MINUTES):
             self.twin.advance()
         waited = 0
@@ -482,6 +487,9 @@ class DeployDay:
         if deploy.change == "image":
             for fleet in fleets:
                 fleet.deploy(deploy.revision.name, started, deploy.revision.crashes)
+        elif deploy.change == "ami":
+            for fleet in fleets:
+                fleet.change_ami(deploy.revision.name)
         self.twin.advance()
         waited = 0
         while (

@@ -424,6 +424,8 @@ class Twin:
         counts: dict[str, int] = {}
         for fleet in twin.fleets.values():
             counts[fleet.revision] = counts.get(fleet.revision, 0) + fleet.serving
+            if fleet.ami in self.revisions:  # the tasks on hosts booted from a new AMI
+                counts[fleet.ami] = counts.get(fleet.ami, 0) + min(fleet.ami_hosts, fleet.serving)
             if fleet.rollout is not None:
                 rollout = fleet.rollout
                 counts[rollout.revision] = counts.get(rollout.revision, 0) + rollout.new_serving

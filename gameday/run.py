@@ -164,7 +164,7 @@ def run_scenario(
     )
     records = tuple(day.records) if day is not None else ()
     summary = judge(with_revision_faults(scenario, minutes) if records else scenario, minutes, rules)
-    summary = with_deploy_violations(summary, deploy_violations(records))
+    summary = with_deploy_violations(summary, deploy_violations(records, minutes))
     without = None
     if orchestrator_on and (counterfactual or scenario.counterfactual is not None):
         off = Twin(scenario, settings, deployment, False, profile).run()

@@ -241,6 +241,8 @@ class Deploy(_Strict):
             raise ValueError(f"`cell` is for a new_cell deploy; a {self.change} change goes to every cell")
         if self.change in ("config", "new_cell") and not self.revision.good:
             raise ValueError(f"a {self.change} change has no tasks of a new revision to be bad")
+        if self.change == "ami" and self.revision.crashes:
+            raise ValueError("an AMI whose hosts crash their tasks is not modelled; give it errors or slower")
         return self
 
 

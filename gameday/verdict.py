@@ -742,12 +742,14 @@ def _stretches(shares: Sequence[float]) -> list[tuple[int, int]]:
     return found
 
 
-def deploy_violations(records: Sequence[Any]) -> list[str]:
+def deploy_violations(records: Sequence[Any], minutes: Sequence[Minute] = ()) -> list[str]:
     """The deploy rules (docs/gameday.md, "Deploy days"), for each deploy the day ran (gameday/deploy_day.py
     `DeployRecord`):
     - a bad revision (errors, slower, crashes) reaches the first cell the waves deploy and no other, and is
       rolled back there (every fleet's last deployment a completed rollback) before the deploy ends;
-    - a good one completes unattended (exit 0) within the time the dry run states (`planned_minutes`).
+    - a good one completes unattended (exit 0) within the time the dry run states (`planned_minutes`);
+    - a bad AMI is caught by the deploy on hosts booted from it (the deploy stops, in the first cell) before
+      any host the day boots for itself (the event's raise, a scale-out) serves from it.
     The lost-request budget judges what either lost, with the day's other requests."""
     violations: list[str] = []
     for record in records:
@@ -781,6 +783,22 @@ def deploy_violations(records: Sequence[Any]) -> list[str]:
                             f"{last.revision} {last.state}{', ' + last.reason if last.reason else ''}); "
                             f"{_stop(record)}"
                         )
+        elif deploy.change == "ami" and not revision.good:
+            served = [
+                (m.minute, name)
+                for m in minutes
+                for name, row in m.cells.items()
+                if row.bad_revisions.get(revision.name, 0.0) > 0
+            ]
+            first_served = (
+                f"; its first tasks served at minute {served[0][0]} in {served[0][1]}" if served else ""
+            )
+            if record.status == 0:
+                violations.append(
+                    f"{label}: not caught: `make deploy` completed with no host booted from it{first_served}"
+                )
+            elif record.status is None:
+                violations.append(f"{label}: still running when the day ended{first_served}")
         elif deploy.change in ("image", "config"):
             if record.status != 0 or record.ended is None:
                 violations.append(f"{label}: did not complete unattended ({_stop(record)})")

@@ -137,3 +137,31 @@ def test_with_a_serving_error_deployment_alarm_the_bad_image_is_rolled_back_in_t
         assert "RevisionServingErrors" in rollouts[0].reason
     assert run.summary.verdict == "pass", run.summary.violations
     assert run.summary.requests_lost <= run.scenario.judge.lost_requests
+
+
+NO_HOST_ROLL = (
+    "an AMI change only updates the launch template: today's deploy replaces no host (no instance refresh, "
+    "no canary), so `make deploy` completes without any host booted from the bad AMI and the event's raise "
+    "boots it by the hundred in every cell: the host-roll fix (ops/host_roll.py, an instance refresh with a "
+    "canary checkpoint before the event's freeze)"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=NO_HOST_ROLL)
+def test_a_bad_ami_is_caught_on_hosts_that_boot_it_before_the_events_raise():
+    run = result("bad-ami-before-event")
+    assert run.summary.verdict == "pass", run.summary.violations
+
+
+def test_a_bad_ami_today_completes_the_deploy_and_the_raise_boots_it_everywhere():
+    run = result("bad-ami-before-event")
+    (record,) = run.deploys
+    assert record.status == 0 and "deployed 6 waves" in record.output
+    assert any("not caught: `make deploy` completed" in v for v in run.summary.violations)
+    raise_minute = 180  # 23:00 PDT, the event's raise (config/prime-day.yaml: start minus its prewarm)
+    served = [
+        m.minute for m in run.minutes if any(row.bad_revisions.get("ami-next") for row in m.cells.values())
+    ]
+    assert served and served[0] > raise_minute
+    cells = {n for m in run.minutes for n, row in m.cells.items() if row.bad_revisions.get("ami-next")}
+    assert cells == set(run.minutes[0].cells)
