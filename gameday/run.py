@@ -98,6 +98,14 @@ def _deploy_problems(scenario: Scenario, document: Document, settings: Settings,
             problems.append(
                 locate(document, ("deploys", index, "cell"), f"not a cell of {config} ({', '.join(cells)})")
             )
+        if deploy.change == "new_cell":
+            problems.append(
+                locate(
+                    document,
+                    ("deploys", index, "change"),
+                    "a new cell's first creation is not run by the game day yet (docs/gameday.md)",
+                )
+            )
         if scenario.day_zero and deploy.change == "new_cell":
             problems.append(
                 locate(
@@ -106,6 +114,14 @@ def _deploy_problems(scenario: Scenario, document: Document, settings: Settings,
                     "day zero creates every cell of the config at minute 0; a new_cell is for a later day",
                 )
             )
+    if scenario.day_zero:
+        problems.append(
+            locate(
+                document,
+                ("day_zero",),
+                "a day from an empty account is not run by the game day yet (docs/gameday.md, 'Deploy days')",
+            )
+        )
     return problems
 
 

@@ -169,6 +169,11 @@ def test_a_bad_deploy_names_file_line_and_key(tmp_path, extra, message):
             ":7: deploys[0].cell: not a cell of",
         ),
         (
+            "deploys:\n  - {kind: deploy, at: 3, change: new_cell, cell: us-east-1/2}\n",
+            ":7: deploys[0].change: a new cell's first creation is not run by the game day yet",
+        ),
+        ("day_zero: true\n", ":6: day_zero: a day from an empty account is not run by the game day yet"),
+        (
             "day_zero: true\ndeploys:\n  - {kind: deploy, at: 3, change: new_cell, cell: us-east-1/2}\n",
             ":8: deploys[0].change: day zero creates every cell of",
         ),
