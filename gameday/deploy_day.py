@@ -16,7 +16,9 @@ The deploy code runs unchanged. What it touches is swapped from here, inside `_s
 A cleaner seam in ops/ would be `main(..., cdk=<synth and deploy_stack>, sleep=, clock=, now=)`.
 
 Its AWS reads go to moto, which holds what the twin knows, written after every minute by `Mirror`:
-CloudFormation stacks (so DescribeStacks answers; their status set on moto's stack objects), ECS clusters
+CloudFormation stacks (so DescribeStacks answers; their status, and the template's resources for
+ListStackResources, set on moto's stack objects), the orchestrator function's AWS/Lambda Invocations and
+Errors each minute, ECS clusters
 tagged as the stacks tag them and one service per fleet, whose deployments, desired and running counts and
 rolloutState are set on moto's service objects (moto's API cannot set them: `Mirror._services`, the one place
 that does), the cells' composite alarms (gameday/aws.py mirrors them each minute already) and the global
@@ -42,6 +44,7 @@ from gameday.aws import ACCOUNT, _botocore_session
 from gameday.deploys import COMPLETED, FAILED, IN_PROGRESS
 from gameday.loop import DayOver, Minute, Twin
 from gameday.scenario import Deploy
+from orchestrator.routing.config_source import PARAMETER_VARIABLE
 from settings.schema import Settings
 
 # How long CloudFormation waits for an ECS service to be stable before it fails the update: the twin's
@@ -112,7 +115,73 @@ class Mirror:
             client = self.twin.orchestrator.client("cloudformation", self.regions[name])
             client.create_stack(StackName=name, TemplateBody=STACK_BODY)
             self._created.add(name)
+            # ListStackResources answers the template's resources (moto's API creates only what it can
+            # model, and none of a stack this size): physical ids as the twin names them in moto.
+            self._stack(name).resource_map = self._resources(name)
         self._stack(name).status = status  # moto's API cannot set a stack's status
+
+    def _resources(self, stack: str) -> dict[str, Any]:
+        from types import SimpleNamespace
+
+        template = json.loads((self.assembly / self.templates[stack]).read_text())
+        region = self.regions[stack]
+        services = {
+            fleet.control.service_id: instance_type
+            for twin in self.twin.cells.values()
+            if twin.control.stack == stack
+            for instance_type, fleet in twin.fleets.items()
+        }
+        found = {}
+        for key, resource in template["Resources"].items():
+            kind = resource["Type"]
+            if kind == "AWS::ECS::Cluster":
+                physical = f"{stack}-cluster"
+            elif kind == "AWS::ECS::Service" and key in services:
+                physical = (
+                    f"arn:aws:ecs:{region}:{ACCOUNT}:service/{stack}-cluster/{self._service(services[key])}"
+                )
+            elif kind == "AWS::ECS::TaskDefinition":
+                physical = f"arn:aws:ecs:{region}:{ACCOUNT}:task-definition/{stack}-{key}:1"
+            else:
+                physical = f"{stack}-{key}"[:64]
+            found[key] = SimpleNamespace(
+                logical_resource_id=key, physical_resource_id=physical, cf_resource_type=kind
+            )
+        return found
+
+    def orchestrator_function(self, stack: str) -> str | None:
+        """The physical name of the global stack's orchestrator function (as `_resources` names it)."""
+        template = json.loads((self.assembly / self.templates[stack]).read_text())
+        for key, resource in template["Resources"].items():
+            variables = resource.get("Properties", {}).get("Environment", {}).get("Variables", {})
+            if resource["Type"] == "AWS::Lambda::Function" and PARAMETER_VARIABLE in variables:
+                return str(resource["Properties"].get("FunctionName", f"{stack}-{key}"[:64]))
+        return None
+
+    def invocations(self, function: str, region: str, minute: int, runs: int, errors: int) -> None:
+        """AWS/Lambda's own metrics of the orchestrator's scheduled runs in the minute (Lambda publishes
+        Invocations and Errors per function, one-minute period): what a bake on the orchestrator reads."""
+        from moto.cloudwatch.models import cloudwatch_backends
+
+        when = (self.twin.start + timedelta(minutes=minute)).astimezone(UTC).replace(tzinfo=None)
+        dimensions = [{"Name": "FunctionName", "Value": function}]
+        data = [
+            {
+                "MetricName": "Invocations",
+                "Value": runs,
+                "Unit": "Count",
+                "Dimensions": dimensions,
+                "Timestamp": when,
+            },
+            {
+                "MetricName": "Errors",
+                "Value": errors,
+                "Unit": "Count",
+                "Dimensions": dimensions,
+                "Timestamp": when,
+            },
+        ]
+        cloudwatch_backends[ACCOUNT][region].put_metric_data("AWS/Lambda", data)
 
     def global_alarms(self, stack: str) -> None:
         """The global stack's own alarms, named as CloudFormation names them (`<stack>-<id>-<suffix>`)."""
@@ -293,6 +362,8 @@ class DeployDay:
         self.pending = list(twin.scenario.deploys)
         self.records: list[DeployRecord] = []
         self.mirror: Mirror | None = None
+        self.function: str | None = None  # the orchestrator's function, for its AWS/Lambda metrics
+        self._global: str | None = None
         self.current: DeployRecord | None = None
         twin.before_minute = self.before_minute
         twin.after_minute = self.after_minute
@@ -308,17 +379,30 @@ class DeployDay:
             for stack in sorted(self.mirror.status):
                 self.mirror.set_stack(stack, "CREATE_COMPLETE")
             self.mirror.global_alarms(self._global_stack())
+            self.function = self.mirror.orchestrator_function(self._global_stack())
             self.mirror.write(minute - 1)
         self.run(deploy)
 
     def after_minute(self, result: Minute) -> None:
         if self.mirror is not None:
             self.mirror.write(result.minute)
+            if self.function is not None:
+                runs = sum(1 for e in result.events if e.startswith(("orchestrator:", "orchestrator failed")))
+                errors = sum(1 for e in result.events if e.startswith("orchestrator failed"))
+                self.mirror.invocations(
+                    self.function,
+                    self.mirror.regions[self._global_stack()],
+                    result.minute,
+                    max(runs, 1),
+                    errors,
+                )
 
     def _global_stack(self) -> str:
-        from ops.deploy_waves import _stack_names
+        if self._global is None:
+            from ops.deploy_waves import _stack_names
 
-        return _stack_names(self.settings).global_stack
+            self._global = _stack_names(self.settings).global_stack
+        return self._global
 
     def run(self, deploy: Deploy) -> DeployRecord:
         import ops.deploy_waves as waves
