@@ -51,6 +51,8 @@ from settings.schema import Settings
 # figure (AWS states none for ECS; a stuck rollout is bounded by the circuit breaker, not by this).
 STABILIZE_MINUTES = 180
 UPDATE_MINUTES = 1  # a stack update that moves no task: the changed resources themselves
+# A new stack's first creation (VPC, NAT gateways, the load balancer, the cluster): the twin's figure.
+CREATE_MINUTES = 15
 STACK_BODY = json.dumps({"Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}}})
 
 
@@ -373,7 +375,8 @@ class DeployDay:
             return
         deploy = self.pending.pop(0)
         if self.mirror is None:
-            deployed = {twin.control.stack for twin in self.twin.cells.values()}
+            absent = {d.cell for d in self.twin.scenario.deploys if d.change == "new_cell"}
+            deployed = {twin.control.stack for name, twin in self.twin.cells.items() if name not in absent}
             deployed.add(self._global_stack())
             self.mirror = Mirror(self.twin, self.settings, self.assembly, deployed)
             for stack in sorted(self.mirror.status):
@@ -466,14 +469,27 @@ class DeployDay:
         started = self.twin.now_minute + 1
         entry = StackDeploy(stack, started)
         self.current.stacks.append(entry)
-        self.mirror.set_stack(stack, "UPDATE_IN_PROGRESS")
+        creating = stack not in self.mirror.status
+        self.mirror.set_stack(stack, "CREATE_IN_PROGRESS" if creating else "UPDATE_IN_PROGRESS")
         fleets = [
             fleet
             for twin in self.twin.cells.values()
             if twin.control.stack == stack
             for fleet in twin.fleets.values()
         ]
-        if deploy.change == "image":
+        if creating:
+            # The first creation, from the first-create assembly: fleets at zero tasks, no schedule.
+            for _ in range(CREATE_MINUTES):
+                self.twin.advance()
+        elif deploy.change == "new_cell" and fleets and not any(f.asg_max for f in fleets):
+            # The update after the first creation: the fleets' bounds as the template sets them now
+            # (Application Auto Scaling raises the desired count to the new minimum).
+            now = self.twin.start + timedelta(minutes=started)
+            for fleet in fleets:
+                bounds = fleet.control.bounds_at(now)
+                fleet.asg_min, fleet.asg_max, fleet.service_min, fleet.service_max = bounds
+                fleet.desired = max(fleet.desired, fleet.service_min)
+        elif deploy.change == "image":
             for fleet in fleets:
                 fleet.deploy(deploy.revision.name, started, deploy.revision.crashes)
         elif deploy.change == "ami":
@@ -484,18 +500,20 @@ class DeployDay:
         for _ in range(UPDATE_MINUTES):
             self.twin.advance()
         waited = 0
-        while (
-            any(f.rollout is not None and not f.rollout.done for f in fleets) and waited < STABILIZE_MINUTES
+        while waited < STABILIZE_MINUTES and any(
+            (f.rollout is not None and not f.rollout.done) or f.in_service < f.desired for f in fleets
         ):
+            # CloudFormation waits for each service to be stable: its deployment done, as many tasks
+            # running as desired (a new cell's first tasks: hosts launched, booted, cold-started).
             self.twin.advance()
             waited += 1
         entry.ended = self.twin.now_minute + 1
         failed = any(r.state == FAILED and r.started >= started for f in fleets for r in f.rollouts)
         if failed or waited >= STABILIZE_MINUTES:
             entry.failed = True
-            self.mirror.set_stack(stack, "UPDATE_ROLLBACK_COMPLETE")
+            self.mirror.set_stack(stack, "ROLLBACK_COMPLETE" if creating else "UPDATE_ROLLBACK_COMPLETE")
             raise subprocess.CalledProcessError(1, ["cdk", "deploy", stack])
-        self.mirror.set_stack(stack, "UPDATE_COMPLETE")
+        self.mirror.set_stack(stack, "CREATE_COMPLETE" if creating else "UPDATE_COMPLETE")
 
     @contextlib.contextmanager
     def _seams(self, deploy: Deploy) -> Iterator[None]:

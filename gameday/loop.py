@@ -337,6 +337,7 @@ class Twin:
         self.cells: dict[str, CellTwin] = {}
         targets = {t.name: t for t in self._orchestrator_regions()}
         curves: dict[str, tuple[Curve, dict[str, int]]] = {}
+        absent = {d.cell for d in scenario.deploys if d.change == "new_cell"}
         for name, control in deployment.cells.items():
             region = control.region
             if region not in curves:  # every cell runs every fleet of its region: the same mix
@@ -352,6 +353,9 @@ class Twin:
             share = {f.instance_type: f.max for f in settings.regions[region].fleets}
             total = sum(share.values())
             for fleet in control.fleets:
+                if name in absent:  # created by the day's deploy: no host, no task, bounds at zero
+                    fleets[fleet.instance_type] = FleetState(fleet, 0, 0, 0)
+                    continue
                 fleets[fleet.instance_type] = FleetState.steady(
                     fleet, self.start, math.ceil(wanted * share[fleet.instance_type] / total)
                 )
@@ -365,6 +369,8 @@ class Twin:
             self.regions.setdefault(twin.region, []).append(name)
         self.orchestrator: Orchestrator | None = None
         weights = {r.name: r.initial_weight for r in self._orchestrator_regions()}
+        for name in absent & set(weights):  # no stack yet, so no record: Route 53 answers without it
+            weights[name] = 0
         self.weights = weights
         self.answers = answer_shares(weights, {})  # what Route 53's servers answer at the minute's end
         # Alias records' EvaluateTargetHealth, as orchestrator/routing/records.py writes them.

@@ -98,12 +98,10 @@ def _deploy_problems(scenario: Scenario, document: Document, settings: Settings,
             problems.append(
                 locate(document, ("deploys", index, "cell"), f"not a cell of {config} ({', '.join(cells)})")
             )
-        if deploy.change == "new_cell":
+        if deploy.change == "new_cell" and index != 0:
             problems.append(
                 locate(
-                    document,
-                    ("deploys", index, "change"),
-                    "a new cell's first creation is not run by the game day yet (docs/gameday.md)",
+                    document, ("deploys", index, "change"), "a new cell is created by the day's first deploy"
                 )
             )
         if scenario.day_zero and deploy.change == "new_cell":

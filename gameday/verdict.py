@@ -747,7 +747,8 @@ def deploy_violations(records: Sequence[Any], minutes: Sequence[Minute] = ()) ->
     `DeployRecord`):
     - a bad revision (errors, slower, crashes) reaches the first cell the waves deploy and no other, and is
       rolled back there (every fleet's last deployment a completed rollback) before the deploy ends;
-    - a good one completes unattended (exit 0) within the time the dry run states (`planned_minutes`);
+    - a good one (and a new cell's first creation) completes unattended (exit 0) within the time the dry
+      run states (`planned_minutes`);
     - a bad AMI is caught by the deploy on hosts booted from it (the deploy stops, in the first cell) before
       any host the day boots for itself (the event's raise, a scale-out) serves from it.
     The lost-request budget judges what either lost, with the day's other requests."""
@@ -799,7 +800,7 @@ def deploy_violations(records: Sequence[Any], minutes: Sequence[Minute] = ()) ->
                 )
             elif record.status is None:
                 violations.append(f"{label}: still running when the day ended{first_served}")
-        elif deploy.change in ("image", "config"):
+        elif deploy.change in ("image", "config", "new_cell"):
             if record.status != 0 or record.ended is None:
                 violations.append(f"{label}: did not complete unattended ({_stop(record)})")
             elif record.ended - record.started > record.planned_minutes:

@@ -169,8 +169,9 @@ def test_a_bad_deploy_names_file_line_and_key(tmp_path, extra, message):
             ":7: deploys[0].cell: not a cell of",
         ),
         (
-            "deploys:\n  - {kind: deploy, at: 3, change: new_cell, cell: us-east-1/2}\n",
-            ":7: deploys[0].change: a new cell's first creation is not run by the game day yet",
+            "deploys:\n  - {kind: deploy, at: 1, change: image}\n"
+            "  - {kind: deploy, at: 3, change: new_cell, cell: us-east-1/2}\n",
+            ":8: deploys[1].change: a new cell is created by the day's first deploy",
         ),
         ("day_zero: true\n", ":6: day_zero: a day from an empty account is not run by the game day yet"),
         (
