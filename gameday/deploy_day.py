@@ -17,12 +17,12 @@ A cleaner seam in ops/ would be `main(..., cdk=<synth and deploy_stack>, sleep=,
 
 Its AWS reads go to moto, which holds what the twin knows, written after every minute by `Mirror`:
 CloudFormation stacks (so DescribeStacks answers; their status, and the template's resources for
-ListStackResources, set on moto's stack objects), the orchestrator function's AWS/Lambda Invocations and
-Errors each minute, ECS clusters
-tagged as the stacks tag them and one service per fleet, whose deployments, desired and running counts and
-rolloutState are set on moto's service objects (moto's API cannot set them: `Mirror._services`, the one place
-that does), the cells' composite alarms (gameday/aws.py mirrors them each minute already) and the global
-stack's alarms (OK: the twin does not evaluate the orchestrator's own alarms)."""
+ListStackResources, set on moto's stack objects: `Mirror.set_stack`), ECS clusters tagged as the stacks tag
+them and one service per fleet, whose deployments, desired and running counts and rolloutState are set on
+moto's service objects (`Mirror._services`), the orchestrator function's AWS/Lambda Invocations and Errors,
+the cells' composite alarms (gameday/aws.py mirrors them each minute already) and the global stack's alarms
+(held OK: the twin does not evaluate the orchestrator's own alarms). moto's API can set none of the states
+named here; those two methods are the only places that set them on its objects."""
 
 from __future__ import annotations
 
