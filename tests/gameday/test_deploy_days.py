@@ -192,3 +192,13 @@ def test_a_new_cell_today_is_created_then_stopped_in_its_bake():
     assert any(m.cells["us-east-1/2"].served_rps > 0 for m in run.minutes)
     before = [m for m in run.minutes if m.minute < created[0].started]
     assert before and all(m.cells["us-east-1/2"].tasks == 0 for m in before)  # no stack, no task
+
+
+# The deploy days that fail on today's deploy code, each for the defect named (the shipped-scenario test
+# marks them too).
+DEPLOY_DEFECTS = {
+    "bad-image-at-peak": NO_ERRORS_ALARM,
+    "slow-image-at-peak": NO_LATENCY_ALARM,
+    "bad-ami-before-event": NO_HOST_ROLL,
+    "new-cell-before-event": NO_TARGET_WAIT,
+}
