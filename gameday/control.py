@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from gameday.dead_targets import share_of_minute_in_rotation
+from gameday.deploys import FAILED, Rollout
 from gameday.templates import FleetControl
 
 BOOT_MINUTES = 5  # EC2 launch, boot, ECS agent registration
@@ -69,6 +70,20 @@ class FleetState:
     above: int = 0
     below: int = 0
     free_minutes: int = 0
+    # A rolling deployment of the service (gameday/deploys.py): its new tasks serve beside `serving`, which
+    # are then the tasks of `revision`, the deployment before. None on a day without deploys.
+    rollout: Rollout | None = None
+    revision: str = "current"
+    rollouts: list[Rollout] = field(default_factory=list)  # every deployment of the day, in order
+    # The launch template's AMI: a change replaces no host by itself; hosts booted since run it.
+    ami: str = "current"
+    ami_hosts: int = 0  # of `hosts`, those booted from `ami` since the launch template took it
+    ami_booted: int = 0  # every host booted from `ami` since
+
+    def change_ami(self, ami: str) -> None:
+        """The launch template's new AMI (CloudFormation updates it; no running host changes)."""
+        if ami != self.ami:
+            self.ami, self.ami_hosts, self.ami_booted = ami, 0, 0
 
     @classmethod
     def steady(cls, control: FleetControl, when: datetime, wanted: int) -> FleetState:
@@ -87,6 +102,11 @@ class FleetState:
         return self.serving + sum(c.count for c in self.starting) + sum(c.count for c in self.dead)
 
     @property
+    def in_service(self) -> int:
+        """Tasks serving behind the ALB, the deployment's new ones included."""
+        return self.serving + (self.rollout.new_serving if self.rollout else 0)
+
+    @property
     def dead_targets(self) -> int:
         return sum(c.count for c in self.dead)
 
@@ -102,7 +122,62 @@ class FleetState:
 
     @property
     def all_hosts(self) -> int:
-        return self.hosts + sum(c.count for c in self.booting)
+        held = self.rollout.hosts if self.rollout else 0
+        return self.hosts + sum(c.count for c in self.booting) + held
+
+    def deploy(self, revision: str, minute: int, crashes: bool = False) -> Rollout | None:
+        """ECS starts a rolling deployment of `revision` (None: the service runs it already)."""
+        current = self.rollout.revision if self.rollout else self.revision
+        if current == revision:
+            return None
+        if self.rollout is not None:
+            self._end_rollout(minute)
+        self.rollout = Rollout(
+            self.control.rollout, revision, self.revision, self.desired, self.serving, minute, crashes
+        )
+        self.rollouts.append(self.rollout)
+        return self.rollout
+
+    def _end_rollout(self, minute: int) -> None:
+        """A finished (or superseded) deployment's tasks and hosts become the fleet's own."""
+        rollout = self.rollout
+        assert rollout is not None
+        self.serving += rollout.new_serving
+        self.hosts += rollout.new_serving + rollout.new_starting + rollout.free_hosts
+        if rollout.new_starting:
+            self.starting.append(Cohort(rollout.new_starting, minute + self._first_ready_minutes()))
+        self.booting.extend(Cohort(b.count, b.at) for b in rollout.booting)
+        if rollout.new_serving or not self.serving - rollout.new_serving:
+            self.revision = rollout.revision
+        self.rollout = None
+
+    def _step_rollout(self, minute: int, alarms: dict[str, bool], events: list[str]) -> int:
+        """The deployment's minute; returns the old serving tasks it replaced."""
+        rollout = self.rollout
+        assert rollout is not None
+        name = self.control.instance_type
+        if rollout.done:
+            return 0
+        firing = next((a for a in rollout.control.alarms if alarms.get(a)), None)
+        room = max(self.asg_max - self.all_hosts, 0)
+        rollout.old_serving = self.serving
+        stopped = rollout.step(minute, self.desired, room, firing)
+        self.serving -= stopped
+        self.hosts -= stopped  # their hosts now hold the new revision's tasks
+        events.extend(f"{name}: {event}" for event in rollout.events)
+        if rollout.state == FAILED:
+            back = rollout.rollback(minute)
+            if back is None:
+                return stopped  # left as it is: the failed revision's tasks keep serving
+            # The failed revision's serving tasks are now the deployment before; the old ones the new.
+            self.hosts += back.old_serving - back.new_serving
+            self.serving, self.revision = back.old_serving, rollout.revision
+            self.rollout = back
+            self.rollouts.append(back)
+            events.append(f"{name}: rollback to {back.revision} started")
+        elif rollout.done:
+            self._end_rollout(minute)
+        return stopped
 
     def _clamp(self, minute: int, events: list[str]) -> None:
         clamped = min(max(self.desired, self.service_min), self.service_max)
@@ -167,13 +242,40 @@ class FleetState:
         self.serving -= stopped
         return stopped
 
-    def step(self, minute: int, launch_blocked: bool, events: list[str]) -> int:
+    def step(
+        self, minute: int, launch_blocked: bool, events: list[str], alarms: dict[str, bool] | None = None
+    ) -> int:
         """Hosts boot, tasks start, die and are replaced, the group scales; returns serving tasks stopped
-        this minute."""
+        this minute. `alarms`: alarm key -> in ALARM, for a deployment's alarms."""
+        if self.rollout is not None and not self.rollout.done:
+            # ECS's deployment owns the service's tasks: the deployment before starts none of its own.
+            desired = self.desired
+            self.desired = self.tasks
+            try:
+                stopped = self._step_own(minute, launch_blocked, events)
+            finally:
+                self.desired = desired
+            # Old tasks a deployment replaces are drained (the target group's deregistration delay), not
+            # stopped with requests in flight: not counted as stopped.
+            self._step_rollout(minute, alarms or {}, events)
+            return stopped
+        if self.rollout is not None:  # failed, not rolled back: its tasks serve beside the fleet's
+            desired = self.desired
+            self.desired = max(desired - self.rollout.new_serving, 0)
+            try:
+                return self._step_own(minute, launch_blocked, events)
+            finally:
+                self.desired = desired
+        return self._step_own(minute, launch_blocked, events)
+
+    def _step_own(self, minute: int, launch_blocked: bool, events: list[str]) -> int:
         name = self.control.instance_type
         ready = sum(c.count for c in self.booting if c.at <= minute)
         self.booting[:] = [c for c in self.booting if c.at > minute]
         self.hosts += ready
+        if ready and self.ami != "current":
+            self.ami_hosts += ready
+            self.ami_booted += ready
         ready = sum(c.count for c in self.starting if c.at <= minute)
         self.starting[:] = [c for c in self.starting if c.at > minute]
         if ready and self.control.grace_seconds < COLD_START_MINUTES * 60:
@@ -230,6 +332,7 @@ class FleetState:
             over = self.tasks - self.hosts
             if over > 0:
                 stopped += self._stop_tasks(over)
+        self.ami_hosts = min(self.ami_hosts, self.hosts)
         return stopped
 
     def _first_ready_minutes(self) -> int:

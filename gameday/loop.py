@@ -81,6 +81,9 @@ class RegionMinute:
     # The target's serving curve (not in the JSON): the verdict reads from it what an even split of the
     # minute's demand would have had this target shed (gameday/verdict.py `even_shed_rps`).
     curve: Curve | None = None
+    # Deploy days (not in the JSON): revision name -> the share of the target's serving tasks running it,
+    # for each bad revision serving (the verdict judges those minutes as a fault's: gameday/verdict.py).
+    bad_revisions: dict[str, float] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
         return {
@@ -173,6 +176,10 @@ class Minute:
         return data
 
 
+class DayOver(Exception):
+    """The day ended while a deploy was still waiting on it."""
+
+
 class CellTwin:
     """One routing target's stack: a one-cell region, or a cell of a region of several."""
 
@@ -193,7 +200,7 @@ class CellTwin:
         self.published = 0  # minutes already put into CloudWatch
         self.down = False  # a region_down fault this minute: no target answers
         self.unreachable = False  # a front_door_down fault this minute: clients cannot reach the ALB
-        self.healthy_targets = sum(f.serving for f in fleets.values())  # behind the ALB, last minute
+        self.healthy_targets = sum(f.in_service for f in fleets.values())  # behind the ALB, last minute
 
     def record(self, key: str, minute: int, value: float | None) -> None:
         self.series.setdefault(key, {})[minute] = value
@@ -235,6 +242,9 @@ class CellTwin:
                 return "target5xx_share"
             return None
         metric = alarm.metrics[0]
+        if "TaskDefinitionRevision" in alarm.dimensions and metric == "ServingError":
+            # Scoped to the revision a deployment rolls out: its own tasks' share (deploy days only).
+            return "revision_serving_error_share"
         keys = {
             ("SlowFirstToken", "Average"): "slow_share",
             ("RequestFailed", "Average"): "error_share",
@@ -327,6 +337,7 @@ class Twin:
         self.cells: dict[str, CellTwin] = {}
         targets = {t.name: t for t in self._orchestrator_regions()}
         curves: dict[str, tuple[Curve, dict[str, int]]] = {}
+        absent = {d.cell for d in scenario.deploys if d.change == "new_cell"}
         for name, control in deployment.cells.items():
             region = control.region
             if region not in curves:  # every cell runs every fleet of its region: the same mix
@@ -342,6 +353,9 @@ class Twin:
             share = {f.instance_type: f.max for f in settings.regions[region].fleets}
             total = sum(share.values())
             for fleet in control.fleets:
+                if name in absent:  # created by the day's deploy: no host, no task, bounds at zero
+                    fleets[fleet.instance_type] = FleetState(fleet, 0, 0, 0)
+                    continue
                 fleets[fleet.instance_type] = FleetState.steady(
                     fleet, self.start, math.ceil(wanted * share[fleet.instance_type] / total)
                 )
@@ -355,6 +369,8 @@ class Twin:
             self.regions.setdefault(twin.region, []).append(name)
         self.orchestrator: Orchestrator | None = None
         weights = {r.name: r.initial_weight for r in self._orchestrator_regions()}
+        for name in absent & set(weights):  # no stack yet, so no record: Route 53 answers without it
+            weights[name] = 0
         self.weights = weights
         self.answers = answer_shares(weights, {})  # what Route 53's servers answer at the minute's end
         # Alias records' EvaluateTargetHealth, as orchestrator/routing/records.py writes them.
@@ -363,6 +379,15 @@ class Twin:
         self.minutes: list[Minute] = []
         for twin in self.cells.values():
             twin.published = -PREROLL_MINUTES
+        # Revision name -> what its tasks do (the scenario's deploys'); empty on a day without deploys.
+        self.revisions: dict[str, Any] = {d.revision.name: d.revision for d in scenario.deploys}
+        self._next = -PREROLL_MINUTES  # the next minute to step
+        self._on_minute: Callable[[Minute], None] | None = None
+        # Called before the minute's step with the minute, while the orchestrator runs: the deploy driver
+        # (gameday/deploy_day.py) runs the day's deploys from it, stepping the twin through `advance`.
+        self.before_minute: Callable[[int], None] | None = None
+        # Called after each minute's step (the deploy driver mirrors the twin's state into moto).
+        self.after_minute: Callable[[Minute], None] | None = None
 
     def _orchestrator_regions(self):
         return parse_config(self.deployment.orchestrator_config).regions
@@ -382,7 +407,39 @@ class Twin:
         for fault in self.scenario.faults:
             if isinstance(fault, Slowdown) and self._hits(fault, twin):
                 speed *= fault.speed(minute)
+        if self.revisions:
+            # A slower revision's share of the serving tasks serves at its speed: the target's capacity is
+            # the tasks' average (the Slowdown machinery, per cohort of tasks).
+            for share, revision in self._revision_shares(twin):
+                speed *= 1 - share + share * revision.speed
         return speed
+
+    def _newest_revision_errors(self, twin: CellTwin) -> float | None:
+        """The share of its requests the revision being rolled out fails, while any of its tasks serve (no
+        data otherwise: a metric scoped to a revision with no task reports nothing)."""
+        shares = [
+            self.revisions[f.rollout.revision].errors or 0.0 if f.rollout.revision in self.revisions else 0.0
+            for f in twin.fleets.values()
+            if f.rollout is not None and not f.rollout.rolling_back and f.rollout.new_serving
+        ]
+        return max(shares) if shares else None
+
+    def _revision_shares(self, twin: CellTwin) -> list[tuple[float, Any]]:
+        """(share of the target's serving tasks, the revision they run) for each bad revision serving."""
+        total = sum(f.in_service for f in twin.fleets.values())
+        counts: dict[str, int] = {}
+        for fleet in twin.fleets.values():
+            counts[fleet.revision] = counts.get(fleet.revision, 0) + fleet.serving
+            if fleet.ami in self.revisions:  # the tasks on hosts booted from a new AMI
+                counts[fleet.ami] = counts.get(fleet.ami, 0) + min(fleet.ami_hosts, fleet.serving)
+            if fleet.rollout is not None:
+                rollout = fleet.rollout
+                counts[rollout.revision] = counts.get(rollout.revision, 0) + rollout.new_serving
+        return [
+            (count / total, self.revisions[name])
+            for name, count in counts.items()
+            if total and count and name in self.revisions and not self.revisions[name].good
+        ]
 
     def _failing(self, twin: CellTwin, minute: int) -> tuple[float, float]:
         """The share of the target's requests that fail on the server's side this minute, and the share
@@ -393,7 +450,14 @@ class Twin:
             if isinstance(f, ServingErrors) and self._hits(f, twin) and f.striking(minute)
         ]
         share = max((f.share for f in striking), default=0.0)
-        return share, max((f.share for f in striking if f.counted), default=0.0)
+        counted = max((f.share for f in striking if f.counted), default=0.0)
+        if self.revisions:
+            # A failing revision's tasks fail its share of what they serve (a ServingErrors per cohort).
+            for part, revision in self._revision_shares(twin):
+                if revision.errors:
+                    share = 1 - (1 - share) * (1 - part * revision.errors)
+                    counted = 1 - (1 - counted) * (1 - part * revision.errors)
+        return share, counted
 
     def _hits(self, fault: Any, twin: CellTwin) -> bool:
         """A fault naming a region hits each of its cells; one naming a cell (`us-east-1/2`) that cell."""
@@ -429,7 +493,7 @@ class Twin:
         `failing`: the share of the requests the replicas admit that fail on the server's side (answered
         with an error at once, target 5xx); `counted`: of those, the share the containers' request metrics
         count (all of `failing` unless given)."""
-        serving = {t: f.serving for t, f in twin.fleets.items()}
+        serving = {t: f.in_service for t, f in twin.fleets.items()}
         # Dead engines' targets take requests for part of the minute (until the health check sees them).
         in_rotation = [f.dead_in_rotation(minute) for f in twin.fleets.values()]
         dead = sum(count for count, _ in in_rotation)
@@ -652,7 +716,10 @@ class Twin:
                 fleet.schedule(minute, before, now, events_for)
                 tracked = twin.tracked(fleet, newest)
                 fleet.track(minute, tracked, events_for)
-                stopped += fleet.step(minute, instance_type in shortage, events_for)
+                alarms = None
+                if fleet.rollout is not None:
+                    alarms = {key: state == cw.ALARM for key, state in twin.alarm_states.items()}
+                stopped += fleet.step(minute, instance_type in shortage, events_for, alarms)
                 events.extend(f"{name}: {event}" for event in events_for)
                 row.waiting[instance_type] = max(fleet.desired - fleet.tasks, 0)
             row.stopped = stopped
@@ -660,9 +727,13 @@ class Twin:
             row.fleets = len(twin.fleets)
             row.stopped_share = stopped / serving_before if serving_before else 0.0
             row.hosts = sum(f.all_hosts for f in twin.fleets.values())
-            row.tasks = sum(f.serving for f in twin.fleets.values())
+            row.tasks = sum(f.in_service for f in twin.fleets.values())
             speed = self._speed(twin, minute)
             failing, counted = self._failing(twin, minute)
+            if self.revisions:
+                for share, revision in self._revision_shares(twin):
+                    row.bad_revisions[revision.name] = share
+                twin.record("revision_serving_error_share", minute, self._newest_revision_errors(twin))
             self._serve(
                 twin,
                 minute,
@@ -694,12 +765,36 @@ class Twin:
         self.minutes.append(result)
         return result
 
+    @property
+    def now_minute(self) -> int:
+        """The last minute stepped."""
+        return self._next - 1
+
+    def advance(self) -> Minute:
+        """Step the next minute (a deploy waiting moves the day on by this). Raises DayOver past the last."""
+        if self._next >= self.scenario.minutes:
+            raise DayOver(self._next)
+        minute = self._next
+        self._next += 1
+        result = self.step(minute)
+        if self.after_minute is not None:
+            self.after_minute(result)
+        if self._on_minute and minute >= 0:
+            self._on_minute(result)
+        return result
+
+    def _run_minutes(self) -> None:
+        while self._next < self.scenario.minutes:
+            if self.before_minute is not None:
+                self.before_minute(self._next)
+                if self._next >= self.scenario.minutes:
+                    break
+            self.advance()
+
     def run(self, on_minute: Callable[[Minute], None] | None = None) -> list[Minute]:
+        self._on_minute = on_minute
         if not self.orchestrator_on:
-            for minute in range(-PREROLL_MINUTES, self.scenario.minutes):
-                result = self.step(minute)
-                if on_minute and minute >= 0:
-                    on_minute(result)
+            self._run_minutes()
             self.minutes = [m for m in self.minutes if m.minute >= 0]
             return self.minutes
         composites = {name: [c.name for c in twin.control.composites] for name, twin in self.cells.items()}
@@ -708,10 +803,7 @@ class Twin:
         ) as orch:
             self.orchestrator = orch
             try:
-                for minute in range(-PREROLL_MINUTES, self.scenario.minutes):
-                    result = self.step(minute)
-                    if on_minute and minute >= 0:
-                        on_minute(result)
+                self._run_minutes()
             finally:
                 self.orchestrator = None
         self.minutes = [m for m in self.minutes if m.minute >= 0]

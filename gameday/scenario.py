@@ -191,6 +191,61 @@ Fault = Annotated[
 TrafficPoint = tuple[Minute, Annotated[float, Field(ge=0)]]
 
 
+class Revision(_Strict):
+    """What the deployed change does once its tasks (or hosts, for an AMI) run: nothing wrong (the default),
+    fail a share of the requests they serve, serve `slower` times slower, or crash on start before their
+    health check ever passes. At most one fault: a revision wrong in two ways tests nothing more."""
+
+    name: str = "next"
+    errors: Annotated[float, Field(gt=0, le=1)] | None = None
+    slower: Annotated[float, Field(gt=1, le=10)] | None = None
+    crashes: bool = False
+
+    @model_validator(mode="after")
+    def _one_fault(self) -> Revision:
+        faults = [k for k in ("errors", "slower") if getattr(self, k) is not None] + (
+            ["crashes"] if self.crashes else []
+        )
+        if len(faults) > 1:
+            raise ValueError(f"one of errors, slower, crashes at most, got {', '.join(faults)}")
+        return self
+
+    @property
+    def good(self) -> bool:
+        return self.errors is None and self.slower is None and not self.crashes
+
+    @property
+    def speed(self) -> float:
+        """The new tasks' engines' share of their normal speed (a Slowdown's factor)."""
+        return 1.0 / self.slower if self.slower else 1.0
+
+
+class Deploy(_Strict):
+    """A change `make deploy` (ops/deploy_waves.py, the real code) rolls out from minute `at`: a new container
+    `image`, a new host `ami`, a `config` change that moves no task, or a `new_cell` (`cell`, a cell of the
+    config that is not deployed before `at`)."""
+
+    kind: Literal["deploy"]
+    at: Minute
+    change: Literal["image", "ami", "config", "new_cell"]
+    revision: Revision = Revision()
+    cell: str | None = None
+    # Arguments for `python -m ops.deploy_waves` beyond the config (e.g. ["--bake-minutes", "10"]).
+    args: list[str] = []
+
+    @model_validator(mode="after")
+    def _cell_for_a_new_cell(self) -> Deploy:
+        if self.change == "new_cell" and self.cell is None:
+            raise ValueError("a new_cell deploy names its `cell` (e.g. us-east-1/2)")
+        if self.change != "new_cell" and self.cell is not None:
+            raise ValueError(f"`cell` is for a new_cell deploy; a {self.change} change goes to every cell")
+        if self.change in ("config", "new_cell") and not self.revision.good:
+            raise ValueError(f"a {self.change} change has no tasks of a new revision to be bad")
+        if self.change == "ami" and self.revision.crashes:
+            raise ValueError("an AMI whose hosts crash their tasks is not modelled; give it errors or slower")
+        return self
+
+
 class Scenario(_Strict):
     config: str
     start: datetime
@@ -203,6 +258,18 @@ class Scenario(_Strict):
     judge: Judge = Judge()
     metrics: Metrics = Metrics()
     counterfactual: Counterfactual | None = None
+    # Changes rolled out during the day by the real deploy code (docs/gameday.md, "Deploy days").
+    deploys: list[Deploy] = []
+    # The day starts from an empty account: `make compile` then `make deploy` at minute 0, no serving before.
+    day_zero: bool = False
+
+    @field_validator("deploys")
+    @classmethod
+    def _one_at_a_time(cls, value: list[Deploy]) -> list[Deploy]:
+        minutes = [deploy.at for deploy in value]
+        if minutes != sorted(set(minutes)):
+            raise ValueError(f"one deploy at a time, in order of their minutes, got {minutes}")
+        return value
 
     @field_validator("start")
     @classmethod

@@ -87,6 +87,48 @@ class WarmPool:
 
 
 @dataclass(frozen=True)
+class RolloutControl:
+    """The service's rolling-deployment settings as the template sets them (AWS::ECS::Service
+    DeploymentConfiguration; ECS's defaults where it omits one: 100% minimum healthy, 200% maximum, no
+    circuit breaker, no deployment alarms)."""
+
+    min_healthy_percent: int = 100
+    max_percent: int = 200
+    breaker: bool = False
+    breaker_rollback: bool = False
+    # ThresholdConfiguration (a fixed COUNT of failed tasks) where set; None: ECS's default, half the
+    # desired count between 3 and 200 (gameday/deploys.py).
+    failed_tasks_threshold: int | None = None
+    # The deployment alarms ECS watches during the rollout (the twin's alarm keys: logical ids where the
+    # template refers to its own alarm, else the name as written); one in ALARM rolls back if
+    # `alarms_rollback`.
+    alarms: tuple[str, ...] = ()
+    alarms_rollback: bool = False
+    # ECS's bake after the last task is replaced, with deployment alarms: the twin's figure, the longest
+    # watched alarm's evaluation window in minutes (ECS computes its own and states no formula).
+    alarm_bake_minutes: int = 0
+
+
+def _rollout(service: dict[str, Any]) -> RolloutControl:
+    config = service.get("DeploymentConfiguration", {})
+    breaker = config.get("DeploymentCircuitBreaker", {})
+    threshold = breaker.get("ThresholdConfiguration") or {}
+    alarms = config.get("Alarms", {})
+    enabled = str(alarms.get("Enable", False)).lower() == "true"
+    return RolloutControl(
+        min_healthy_percent=int(config.get("MinimumHealthyPercent", 100)),
+        max_percent=int(config.get("MaximumPercent", 200)),
+        breaker=str(breaker.get("Enable", False)).lower() == "true",
+        breaker_rollback=str(breaker.get("Rollback", False)).lower() == "true",
+        failed_tasks_threshold=int(threshold["Value"]) if threshold.get("Type") == "COUNT" else None,
+        alarms=tuple(_ref(name) or _literal(name) for name in alarms.get("AlarmNames", []))
+        if enabled
+        else (),
+        alarms_rollback=enabled and str(alarms.get("Rollback", False)).lower() == "true",
+    )
+
+
+@dataclass(frozen=True)
 class FleetControl:
     instance_type: str
     service_id: str  # logical ids, to find the fleet's alarms
@@ -108,6 +150,7 @@ class FleetControl:
     # The tasks take their own target out of their groups when their engine dies: the container names every
     # group the service registers it in, and the task role may deregister targets of each (_leaves_on_death).
     leaves_on_death: bool = False
+    rollout: RolloutControl = RolloutControl()
 
     def bounds_at(self, when: datetime) -> tuple[int, int, int, int]:
         """(asg min, asg max, service min, service max) in force at `when`: each schedule's actions in
@@ -177,6 +220,7 @@ class RegionControl:
     parameters: tuple[str, ...] = ()  # the SSM parameter names the stack writes
     metrics_namespace: str = ""  # where its serving containers publish (their AWS_EMF_NAMESPACE)
     name: str = ""  # the routing name (`us-east-1`, or `us-east-1/2` for a cell): its record's set id
+    stack: str = ""  # the CloudFormation stack (the assembly's artifact) it is deployed by
 
 
 @dataclass(frozen=True)
@@ -215,13 +259,38 @@ from settings import load_settings
 from stacks.serving_app import build_app
 build_app(load_settings(sys.argv[1]), outdir=sys.argv[2], nag=False).synth()
 """
+# `make deploy` synthesizes when it starts (ops/deploy_waves.py), and the templates depend on that moment
+# (scheduled actions already past are left out: stacks/props.py `fleet_schedule`): a deploy day's assembly
+# is synthesized as of the deploy's simulated start, the clock of stacks/props.py swapped in the synth's
+# own process.
+SYNTH_AT = """
+import sys
+from datetime import datetime
+import stacks.props
+from settings import load_settings
+from stacks.serving_app import build_app
+at = datetime.fromisoformat(sys.argv[3])
+class At(datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return at.astimezone(tz) if tz else at.replace(tzinfo=None)
+stacks.props.datetime = At
+build_app(load_settings(sys.argv[1]), outdir=sys.argv[2], nag=False, first_create=sys.argv[4] == "1").synth()
+"""
 
 
-def synthesize(config: Path, cache: Path = CACHE) -> Path:
+def synthesize(
+    config: Path, cache: Path = CACHE, at: datetime | None = None, first_create: bool = False
+) -> Path:
     """The cloud assembly of `config`: synthesized once per digest, in a process of its own (jsii's Node
     runtime stays out of the twin's), without cdk-nag or aws-cdk-lib's schema validation (neither
-    changes a template)."""
-    out = cache / f"cdk.out-{_digest(config)}"
+    changes a template). `at`: as `make deploy` would synthesize it at that moment (`first_create`: the
+    assembly it creates new stacks from)."""
+    key = _digest(config)
+    if at is not None:
+        stamp = at.astimezone(UTC).strftime("%Y%m%dT%H%M")
+        key = hashlib.sha256(f"{key}|{stamp}|{first_create}".encode()).hexdigest()[:16]
+    out = cache / f"cdk.out-{key}"
     if (out / "manifest.json").is_file():
         return out
     cache.mkdir(parents=True, exist_ok=True)
@@ -234,8 +303,19 @@ def synthesize(config: Path, cache: Path = CACHE) -> Path:
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
         "CDK_DISABLE_CLI_TELEMETRY": "1",
     }
+    command = [sys.executable, "-c", SYNTH, str(config), str(partial)]
+    if at is not None:
+        command = [
+            sys.executable,
+            "-c",
+            SYNTH_AT,
+            str(config),
+            str(partial),
+            at.isoformat(),
+            str(int(first_create)),
+        ]
     result = subprocess.run(
-        [sys.executable, "-c", SYNTH, str(config), str(partial)],
+        command,
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -481,6 +561,7 @@ def _fleets(resources: dict[str, Any]) -> tuple[FleetControl, ...]:
                 grace_seconds=int(services[service_id].get("HealthCheckGracePeriodSeconds", 0)),
                 dead_target_seconds=dead_seconds(leaves),
                 leaves_on_death=leaves,
+                rollout=_rollout(services[service_id]),
             )
         )
     return tuple(sorted(fleets, key=lambda f: f.instance_type))
@@ -576,9 +657,26 @@ def read_region(region: str, template: dict[str, Any]) -> RegionControl:
     }
     if len(namespaces) > 1:
         raise TemplateError(f"{region}: one stack's containers publish to several namespaces {namespaces}")
+    fleets = tuple(
+        replace(
+            fleet,
+            rollout=replace(
+                fleet.rollout,
+                alarm_bake_minutes=max(
+                    (
+                        alarms[a].evaluation_periods * alarms[a].period // 60
+                        for a in fleet.rollout.alarms
+                        if a in alarms
+                    ),
+                    default=0,
+                ),
+            ),
+        )
+        for fleet in _fleets(resources)
+    )
     return RegionControl(
         region,
-        _fleets(resources),
+        fleets,
         alarms,
         composites,
         checks,
@@ -622,7 +720,7 @@ def read_deployment(assembly: Path) -> Deployment:
     orchestrator = None
     home = "us-east-1"
     schedule = "rate(1 minute)"
-    for artifact in manifest["artifacts"].values():
+    for name, artifact in manifest["artifacts"].items():
         if artifact.get("type") != "aws:cloudformation:stack":
             continue
         region = artifact["environment"].rsplit("/", 1)[-1]
@@ -639,7 +737,7 @@ def read_deployment(assembly: Path) -> Deployment:
             for rule in _of_type(resources, "AWS::Events::Rule").values():
                 schedule = rule.get("ScheduleExpression", schedule)
         if _of_type(resources, "AWS::ECS::CapacityProvider"):
-            stacks.append(read_region(region, template))
+            stacks.append(replace(read_region(region, template), stack=name))
     if orchestrator is None:
         raise TemplateError(f"{assembly}: no traffic orchestrator function in any template")
     if schedule != "rate(1 minute)":

@@ -37,6 +37,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from gameday.loop import Minute, RegionMinute
 from gameday.scenario import (
@@ -48,6 +49,7 @@ from gameday.scenario import (
     RegionDown,
     Scenario,
     ServingErrors,
+    Slowdown,
 )
 from orchestrator.routing.policy import PolicyParams
 from settings.cells import region_of
@@ -691,3 +693,140 @@ def compare(scenario: Scenario, on: Summary, off: Summary) -> Summary:
         on.fail_open_minutes,
         figures,
     )
+
+
+# ---- deploy days ---------------------------------------------------------------------------------------
+
+
+def with_revision_faults(scenario: Scenario, minutes: Sequence[Minute]) -> Scenario:
+    """The scenario as the verdict judges a deploy day: each stretch of minutes in which a bad revision's
+    tasks served in a target is a fault of that target's (a serving_errors fault at the share of its
+    requests they failed, or a slowdown at their speed), so the rules that excuse and judge a fault's
+    minutes judge them the same way, and the lost-request budget counts every request they lost."""
+    revisions = {deploy.revision.name: deploy.revision for deploy in scenario.deploys}
+    added: list[ServingErrors | Slowdown] = []
+    targets = list(minutes[0].cells) if minutes else []
+    for target in targets:
+        for name, revision in revisions.items():
+            shares = [m.cells[target].bad_revisions.get(name, 0.0) for m in minutes]
+            for start, end in _stretches(shares):
+                at, until = minutes[start].minute, minutes[end - 1].minute + 1
+                top = max(shares[start:end])
+                if revision.errors:
+                    added.append(
+                        ServingErrors(
+                            kind="serving_errors",
+                            region=target,
+                            share=revision.errors * top,
+                            at=at,
+                            until=until,
+                        )
+                    )
+                elif revision.slower:
+                    factor = 1 - top + top * revision.speed
+                    added.append(Slowdown(kind="slowdown", region=target, factor=factor, at=at, until=until))
+    if not added:
+        return scenario
+    return scenario.model_copy(update={"faults": [*scenario.faults, *added]})
+
+
+def _stretches(shares: Sequence[float]) -> list[tuple[int, int]]:
+    """[start, end) index ranges where the share is above 0."""
+    found, start = [], None
+    for index, share in enumerate([*shares, 0.0]):
+        if share > 0 and start is None:
+            start = index
+        elif share <= 0 and start is not None:
+            found.append((start, index))
+            start = None
+    return found
+
+
+def deploy_violations(records: Sequence[Any], minutes: Sequence[Minute] = ()) -> list[str]:
+    """The deploy rules (docs/gameday.md, "Deploy days"), for each deploy the day ran (gameday/deploy_day.py
+    `DeployRecord`):
+    - a bad revision (errors, slower, crashes) reaches the first cell the waves deploy and no other, and is
+      rolled back there (every fleet's last deployment a completed rollback) before the deploy ends;
+    - a good one (and a new cell's first creation) completes unattended (exit 0) within the time the dry
+      run states (`planned_minutes`);
+    - a bad AMI is caught by the deploy on hosts booted from it (the deploy stops, in the first cell) before
+      any host the day boots for itself (the event's raise, a scale-out) serves from it.
+    The lost-request budget judges what either lost, with the day's other requests."""
+    violations: list[str] = []
+    for record in records:
+        deploy = record.deploy
+        revision = deploy.revision
+        label = f"deploy at minute {deploy.at} ({deploy.change} {revision.name})"
+        cells = _cells_by_stack(record)
+        if deploy.change == "image" and not revision.good:
+            reached = [
+                cell
+                for cell, fleets in record.rollouts.items()
+                if any(r.revision == revision.name for rollouts in fleets.values() for r in rollouts)
+            ]
+            regional = [s for s in record.stacks if s.stack in cells]
+            if not regional:
+                violations.append(f"{label}: never reached a cell, so nothing caught it")
+                continue
+            first = cells[regional[0].stack]
+            others = [cell for cell in reached if cell not in first]
+            if others:
+                violations.append(
+                    f"{label}: the bad revision reached {', '.join(others)} beyond the first cell "
+                    f"{', '.join(first)}"
+                )
+            for cell in first:
+                for instance_type, rollouts in record.rollouts.get(cell, {}).items():
+                    last = rollouts[-1] if rollouts else None
+                    if last is not None and not (last.rolling_back and last.state == "COMPLETED"):
+                        violations.append(
+                            f"{label}: {cell} {instance_type} not rolled back (its last deployment: "
+                            f"{last.revision} {last.state}{', ' + last.reason if last.reason else ''}); "
+                            f"{_stop(record)}"
+                        )
+        elif deploy.change == "ami" and not revision.good:
+            served = [
+                (m.minute, name)
+                for m in minutes
+                for name, row in m.cells.items()
+                if row.bad_revisions.get(revision.name, 0.0) > 0
+            ]
+            first_served = (
+                f"; its first tasks served at minute {served[0][0]} in {served[0][1]}" if served else ""
+            )
+            if record.status == 0:
+                violations.append(
+                    f"{label}: not caught: `make deploy` completed with no host booted from it{first_served}"
+                )
+            elif record.status is None:
+                violations.append(f"{label}: still running when the day ended{first_served}")
+        elif deploy.change in ("image", "config", "new_cell"):
+            if record.status != 0 or record.ended is None:
+                violations.append(f"{label}: did not complete unattended ({_stop(record)})")
+            elif record.ended - record.started > record.planned_minutes:
+                violations.append(
+                    f"{label}: took {record.ended - record.started} minutes, more than the "
+                    f"{record.planned_minutes:.0f} the dry run states"
+                )
+    return violations
+
+
+def _cells_by_stack(record: Any) -> dict[str, list[str]]:
+    """Stack -> the routing targets it deploys (from the rollouts' record of the cells)."""
+    return dict(record.cells_by_stack)
+
+
+def _stop(record: Any) -> str:
+    if record.status is None:
+        return "still running when the day ended"
+    lines = [line.strip() for line in record.output.splitlines() if line.strip()]
+    stopped = next((i for i, line in enumerate(lines) if line.startswith("wave stopped at")), None)
+    if stopped is None:
+        return f"exit {record.status}"
+    return f"exit {record.status}: " + "; ".join(lines[stopped : stopped + 3])
+
+
+def with_deploy_violations(summary: Summary, violations: Sequence[str]) -> Summary:
+    if not violations:
+        return summary
+    return replace(summary, verdict="fail", violations=(*summary.violations, *violations))

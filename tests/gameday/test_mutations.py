@@ -240,3 +240,87 @@ def test_a_shipped_scenario_catches_the_mutation(mutation, monkeypatch):
         broken = run_scenario(SCENARIOS / f"{scenario}.yaml", deployment_hook=change)
     assert broken.summary.verdict == "fail", f"{mutation}: {scenario} still passes"
     assert caught(before, broken), (before.summary.violations, broken.summary.violations)
+
+
+# ---- deploy days: the real `make deploy` through the twin (gameday/deploy_day.py) ------------------------
+
+
+Caught = Callable[[Result, Result], bool]
+
+
+def rollout_settings(**values: object) -> Callable[[Deployment], Deployment]:
+    """Every fleet's rolling-deployment settings changed (as its template's DeploymentConfiguration)."""
+    return each_fleet(lambda f: replace(f, rollout=replace(f.rollout, **values)))
+
+
+# name -> (scenario, deployment change or None, more `make deploy` arguments, what catches it)
+DEPLOY_MUTATIONS: dict[
+    str, tuple[str, Callable[[Deployment], Deployment] | None, tuple[str, ...], Caught]
+] = {
+    "circuit breaker off": (
+        "bad-image-at-peak",
+        rollout_settings(breaker=False, breaker_rollback=False),
+        (),
+        violation("not rolled back"),
+    ),
+    # Where the breaker is what stops the revision: tasks that never pass a health check.
+    "circuit breaker off, crashing image": (
+        "crashing-image",
+        rollout_settings(breaker=False, breaker_rollback=False),
+        (),
+        violation("not rolled back"),
+    ),
+    "deployment alarms removed": (
+        "bad-image-at-peak",
+        rollout_settings(alarms=(), alarms_rollback=False),
+        (),
+        violation("not rolled back"),
+    ),
+    "bake of zero minutes": (
+        "bad-image-at-peak",
+        None,
+        ("--bake-minutes", "0"),
+        violation("beyond the first"),
+    ),
+    "waves skipped (--all-at-once)": (
+        "bad-image-at-peak",
+        None,
+        ("--all-at-once",),
+        violation("beyond the first cell"),
+    ),
+}
+
+_TODAY = (
+    "the bad-image day fails unbroken on today's deploy code (no deployment alarm watches serving errors, so "
+    "nothing rolls the revision back): the mutation adds no violation of its own until the per-revision "
+    "serving-error deployment alarm lands"
+)
+DEPLOY_NOT_CAUGHT: dict[str, str] = {
+    "circuit breaker off": (
+        "a revision that fails requests passes its health checks, so the circuit breaker never sees it (a "
+        "deployment alarm does); the crashing-image day catches this mutation"
+    ),
+    "deployment alarms removed": _TODAY,
+    "bake of zero minutes": (
+        "the bad image shows at once: the first cell's composites are in ALARM at the bake's first look, so "
+        "a bake of 0 minutes still stops the waves there; only a revision that goes bad after its cell is "
+        "stable needs the bake, and no shipped day has one"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=DEPLOY_NOT_CAUGHT[name]))
+        if name in DEPLOY_NOT_CAUGHT
+        else name
+        for name in DEPLOY_MUTATIONS
+    ],
+)
+def test_a_deploy_day_catches_the_mutation(mutation):
+    scenario, change, args, caught = DEPLOY_MUTATIONS[mutation]
+    before = unbroken(scenario)
+    broken = run_scenario(SCENARIOS / f"{scenario}.yaml", deployment_hook=change, deploy_args=args)
+    assert broken.summary.verdict == "fail", f"{mutation}: {scenario} still passes"
+    assert caught(before, broken), (before.summary.violations, broken.summary.violations)

@@ -108,3 +108,91 @@ def test_serving_errors_that_flap_strike_on_alternate_minutes_from_their_start()
     assert [m for m in range(18, 30) if fault.striking(m)] == [20, 22, 24]
     steady = ServingErrors(kind="serving_errors", region="us-west-2", share=0.5, at=3, until=5)
     assert [m for m in range(0, 8) if steady.striking(m)] == [3, 4]
+
+
+DEPLOY_CASES = [
+    (
+        "deploys:\n  - {kind: deploy, at: 5, change: kernel}\n",
+        ":7: deploys[0].change: ",
+    ),
+    (
+        "deploys:\n  - {kind: deploy, at: 5, change: image, revision: {errors: 0.1, slower: 2}}\n",
+        "one of errors, slower, crashes at most, got errors, slower",
+    ),
+    (
+        "deploys:\n  - {kind: deploy, at: 5, change: image, revision: {errors: 1.5}}\n",
+        ":7: deploys[0].revision.errors: ",
+    ),
+    (
+        "deploys:\n  - {kind: deploy, at: 5, change: image, revision: {slower: 0.5}}\n",
+        ":7: deploys[0].revision.slower: ",
+    ),
+    (
+        "deploys:\n  - {kind: deploy, at: 5, change: new_cell}\n",
+        "a new_cell deploy names its `cell`",
+    ),
+    (
+        "deploys:\n  - {kind: deploy, at: 5, change: image, cell: us-east-1/2}\n",
+        "`cell` is for a new_cell deploy",
+    ),
+    (
+        "deploys:\n  - {kind: deploy, at: 5, change: config, revision: {crashes: true}}\n",
+        "a config change has no tasks of a new revision",
+    ),
+    (
+        "deploys:\n  - {kind: deploy, at: 9, change: image}\n  - {kind: deploy, at: 5, change: image}\n",
+        ":6: deploys: one deploy at a time, in order of their minutes, got [9, 5]",
+    ),
+    (
+        "deploys:\n  - {kind: deploy, at: 5, change: image, revison: {}}\n",
+        ":7: deploys[0].revison: unknown key; did you mean 'revision'?",
+    ),
+    ("day_zero: yes please\n", ":6: day_zero: "),
+]
+
+
+@pytest.mark.parametrize(("extra", "message"), DEPLOY_CASES)
+def test_a_bad_deploy_names_file_line_and_key(tmp_path, extra, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(GOOD + extra)
+    with pytest.raises(ConfigError) as raised:
+        load_scenario(path)
+    assert f"{path}" in str(raised.value) and message in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("deploys:\n  - {kind: deploy, at: 30, change: image}\n", ":7: deploys[0].at: after the scenario's"),
+        (
+            "deploys:\n  - {kind: deploy, at: 3, change: new_cell, cell: us-east-2/2}\n",
+            ":7: deploys[0].cell: not a cell of",
+        ),
+        (
+            "deploys:\n  - {kind: deploy, at: 1, change: image}\n"
+            "  - {kind: deploy, at: 3, change: new_cell, cell: us-east-1/2}\n",
+            ":8: deploys[1].change: a new cell is created by the day's first deploy",
+        ),
+        ("day_zero: true\n", ":6: day_zero: a day from an empty account is not run by the game day yet"),
+        (
+            "day_zero: true\ndeploys:\n  - {kind: deploy, at: 3, change: new_cell, cell: us-east-1/2}\n",
+            ":8: deploys[0].change: day zero creates every cell of",
+        ),
+    ],
+)
+def test_a_deploy_that_does_not_fit_its_config_exits_2(tmp_path, capsys, extra, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(GOOD + extra)
+    assert main([str(path), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "Traceback" not in captured.err
+
+
+def test_a_deploy_defaults_to_a_good_revision(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text(GOOD + "deploys:\n  - {kind: deploy, at: 5, change: image}\n")
+    scenario, _, _ = load_scenario(path)
+    (deploy,) = scenario.deploys
+    assert deploy.revision.good and deploy.revision.speed == 1.0 and not scenario.day_zero
+    slow = deploy.revision.model_copy(update={"slower": 2.0})
+    assert not slow.good and slow.speed == 0.5

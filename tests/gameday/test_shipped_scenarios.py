@@ -13,6 +13,7 @@ import pytest
 from gameday.__main__ import main
 from gameday.run import run_scenario
 from tests.gameday.template_edits import edited, without_deregister_targets_grant
+from tests.gameday.test_deploy_days import DEPLOY_DEFECTS
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "scenarios" / "gameday"
@@ -468,7 +469,15 @@ def test_a_region_failing_every_other_minute_is_drained_by_the_m_of_n_rule_and_c
         assert max(series(run, other, "error_share")) <= 0.01
 
 
-@pytest.mark.parametrize("name", sorted(path.stem for path in SCENARIOS.glob("*.yaml")))
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=DEPLOY_DEFECTS[name]))
+        if name in DEPLOY_DEFECTS
+        else name
+        for name in sorted(path.stem for path in SCENARIOS.glob("*.yaml"))
+    ],
+)
 def test_every_shipped_scenario_passes_at_nominal(name, tmp_path_factory):
     """The issue's done-means: every shipped day passes its verdict on the fixed system (at `nominal`; the
     `low` end is in docs/gameday.md, "The verdicts rest on estimates")."""

@@ -310,3 +310,25 @@ def test_two_game_days_of_one_config_synthesizing_together_both_get_the_whole_as
     assert len(results) == 2 and results[0] == results[1]
     assert (results[0] / "manifest.json").is_file() and (results[0] / "tree.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == [results[0].name]  # no partial left behind
+
+
+def test_the_rolling_deployment_settings_are_the_templates(assembly, tmp_path):
+    fleet = read_deployment(assembly).cells[REGION].fleets[0]
+    rollout = fleet.rollout
+    assert (rollout.min_healthy_percent, rollout.max_percent) == (100, 200)
+    assert rollout.breaker and rollout.breaker_rollback and rollout.failed_tasks_threshold == 3
+    assert rollout.alarms and all(
+        alarm in read_deployment(assembly).cells[REGION].alarms for alarm in rollout.alarms
+    )
+
+    def no_breaker_threshold_or_alarms(resources):
+        def edit(props):
+            config = props["DeploymentConfiguration"]
+            config["DeploymentCircuitBreaker"] = {"Enable": True, "Rollback": True}
+            config.pop("Alarms")
+
+        set_all(resources, "AWS::ECS::Service", edit)
+
+    changed = read_deployment(edited(assembly, tmp_path, no_breaker_threshold_or_alarms)).cells[REGION]
+    assert changed.fleets[0].rollout.failed_tasks_threshold is None  # ECS's default then
+    assert changed.fleets[0].rollout.alarms == () and not changed.fleets[0].rollout.alarms_rollback
