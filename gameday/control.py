@@ -102,6 +102,13 @@ class FleetState:
         return self.serving + sum(c.count for c in self.starting) + sum(c.count for c in self.dead)
 
     @property
+    def all_tasks(self) -> int:
+        """Every task the service runs, the deployment's own (new, or being rolled back to) included: a
+        task in a rollout is placed on a host like any other, so it is none waiting for one."""
+        rollout = self.rollout
+        return self.tasks + (rollout.new_serving + rollout.new_starting if rollout is not None else 0)
+
+    @property
     def in_service(self) -> int:
         """Tasks serving behind the ALB, the deployment's new ones included."""
         return self.serving + (self.rollout.new_serving if self.rollout else 0)

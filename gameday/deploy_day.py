@@ -82,6 +82,14 @@ class DeployRecord:
     planned_minutes: float = 0.0  # the dry run's bound: every wave's stable timeout and bake
 
 
+def _resolved(value: Any, physical: dict[str, str]) -> str:
+    """A template value as the twin's account holds it: a Ref to one of the stack's resources is its
+    physical name (Mirror._resources)."""
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return physical.get(value["Ref"], value["Ref"])
+    return str(value)
+
+
 class Mirror:
     """The twin's account in moto: what the deploy code reads."""
 
@@ -101,6 +109,8 @@ class Mirror:
         self.status = {name: "CREATE_COMPLETE" for name in self.regions if name in deployed}
         self._created: set[str] = set()
         self._clusters: set[str] = set()
+        self._target_groups: dict[str, list[str]] = {}
+        self._registered: dict[str, int] = {}
 
     # ---- CloudFormation -----------------------------------------------------------------------------
 
@@ -189,19 +199,40 @@ class Mirror:
         """The global stack's own alarms, named as CloudFormation names them (`<stack>-<id>-<suffix>`)."""
         template = json.loads((self.assembly / self.templates[stack]).read_text())
         cloudwatch = self.twin.orchestrator.client("cloudwatch", self.regions[stack])
+        physical = {key: found.physical_resource_id for key, found in self._resources(stack).items()}
         for key, resource in template["Resources"].items():
-            if resource["Type"] != "AWS::CloudWatch::Alarm" or "AlarmName" in resource["Properties"]:
+            properties = resource["Properties"]
+            if resource["Type"] != "AWS::CloudWatch::Alarm" or "AlarmName" in properties:
                 continue
             name = f"{stack}-{key}-GAMEDAY"
+            # An alarm on one metric keeps it (the deploy reads the orchestrator's Invocations from its
+            # NotRunning alarm, ops/deploy_readiness.py run_metric); a metric-math one gets a stand-in.
+            metric = (
+                {
+                    "MetricName": properties["MetricName"],
+                    "Namespace": properties["Namespace"],
+                    "Dimensions": [
+                        {"Name": d["Name"], "Value": _resolved(d["Value"], physical)}
+                        for d in properties.get("Dimensions", [])
+                    ],
+                    "Statistic": properties.get("Statistic", "Sum"),
+                    "Period": int(properties.get("Period", 60)),
+                }
+                if "MetricName" in properties
+                else {
+                    "MetricName": "GlobalStandIn",
+                    "Namespace": "GameDay",
+                    "Statistic": "Maximum",
+                    "Period": 60,
+                }
+            )
             cloudwatch.put_metric_alarm(
                 AlarmName=name,
-                MetricName="GlobalStandIn",
-                Namespace="GameDay",
-                Statistic="Maximum",
-                Period=60,
-                EvaluationPeriods=1,
-                Threshold=1,
-                ComparisonOperator="GreaterThanOrEqualToThreshold",
+                EvaluationPeriods=int(properties.get("EvaluationPeriods", 1)),
+                Threshold=float(properties.get("Threshold", 1)),
+                ComparisonOperator=properties.get("ComparisonOperator", "GreaterThanOrEqualToThreshold"),
+                TreatMissingData=properties.get("TreatMissingData", "missing"),
+                **metric,
             )
             cloudwatch.set_alarm_state(AlarmName=name, StateValue="OK", StateReason="game day")
 
@@ -232,10 +263,73 @@ class Mirror:
         return f"serving-{instance_type.replace('.', '-')}"
 
     def write(self, minute: int) -> None:
-        """Every cell whose stack exists: its services as ECS would describe them now."""
+        """Every cell whose stack exists: its services as ECS would describe them now, and its load
+        balancer's target groups holding the tasks in service."""
         for name, twin in self.twin.cells.items():
             if twin.control.stack in self.status:
                 self._services(name, self._cluster(name), minute)
+                self._targets(name)
+
+    # ---- ELB ------------------------------------------------------------------------------------------
+
+    def _load_balancer(self, name: str) -> list[str]:
+        """The cell's two target groups (HTTP and gRPC) on a load balancer tagged as the stacks tag it
+        (created in moto the first time); their ARNs."""
+        if name in self._target_groups:
+            return self._target_groups[name]
+        twin = self.twin.cells[name]
+        ec2 = self.twin.orchestrator.client("ec2", twin.region)
+        elbv2 = self.twin.orchestrator.client("elbv2", twin.region)
+        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        subnets = [
+            ec2.create_subnet(
+                VpcId=vpc, CidrBlock=f"10.0.{16 * k}.0/20", AvailabilityZone=f"{twin.region}{z}"
+            )["Subnet"]["SubnetId"]
+            for k, z in enumerate("ab")
+        ]
+        tags = [{"Key": "project", "Value": self.settings.project}]
+        if name != twin.region:
+            tags.append({"Key": "cell", "Value": name})
+        # ELB names: 32 characters at most, letters, digits and single hyphens inside.
+        slug = f"cell{len(self._target_groups)}"
+        balancer = elbv2.create_load_balancer(Name=f"{slug}-alb", Subnets=subnets, Tags=tags)
+        arn = balancer["LoadBalancers"][0]["LoadBalancerArn"]
+        groups = []
+        for port, kind in ((8000, "http"), (8001, "grpc")):
+            group = elbv2.create_target_group(
+                Name=f"{slug}-{kind}", Protocol="HTTP", Port=port, VpcId=vpc, TargetType="ip"
+            )["TargetGroups"][0]["TargetGroupArn"]
+            elbv2.create_listener(
+                LoadBalancerArn=arn,
+                Protocol="HTTP",
+                Port=port,
+                DefaultActions=[{"Type": "forward", "TargetGroupArn": group}],
+            )
+            groups.append(group)
+        self._target_groups[name] = groups
+        return groups
+
+    def _targets(self, name: str) -> None:
+        """Each target group holds the cell's tasks in service, registered healthy: a task still in its
+        cold start is running for ECS but not yet healthy for ELB, which the deploy's wait tells apart."""
+        twin = self.twin.cells[name]
+        wanted = sum(fleet.in_service for fleet in twin.fleets.values())
+        if self._registered.get(name) == wanted:
+            return
+        elbv2 = self.twin.orchestrator.client("elbv2", twin.region)
+        had = self._registered.get(name, 0)
+        for port, group in zip((8000, 8001), self._load_balancer(name), strict=True):
+            targets = [
+                {"Id": f"10.0.{i // 250}.{i % 250 + 4}", "Port": port}
+                for i in range(min(had, wanted), max(had, wanted))
+            ]
+            for chunk in range(0, len(targets), 100):
+                batch = targets[chunk : chunk + 100]
+                if wanted > had:
+                    elbv2.register_targets(TargetGroupArn=group, Targets=batch)
+                else:
+                    elbv2.deregister_targets(TargetGroupArn=group, Targets=batch)
+        self._registered[name] = wanted
 
     def _services(self, name: str, cluster: str, minute: int) -> None:
         """The one place moto's ECS objects are set directly: moto's API has no call that sets a service's
@@ -433,7 +527,9 @@ class DeployDay:
             ]
             with self._seams(deploy), contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                 try:
-                    record.status = waves.main(argv, session_factory=self._session)
+                    record.status = waves.main(
+                        argv, session_factory=self._session, sleep=self.sleep, clock=self.clock, now=self.now
+                    )
                     record.ended = self.twin.now_minute + 1
                 except DayOver:
                     record.status = None
@@ -461,6 +557,10 @@ class DeployDay:
 
     def clock(self) -> float:
         return (self.twin.now_minute + 1) * 60.0
+
+    def now(self) -> datetime:
+        """Wall time for the deploy's CloudWatch queries and start-time checks: the simulated moment."""
+        return (self.twin.start + timedelta(minutes=self.twin.now_minute + 1)).astimezone(UTC)
 
     def deploy_stack(self, deploy: Deploy, cdk: Sequence[str], assembly: Path, stack: str, **_: Any) -> None:
         """`cdk deploy` of one stack: the change applied to the twin, returned once CloudFormation would
@@ -521,12 +621,6 @@ class DeployDay:
 
         day = self
 
-        class SimulatedClock(datetime):
-            @classmethod
-            def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
-                now = day.twin.start + timedelta(minutes=day.twin.now_minute + 1)
-                return now.astimezone(tz) if tz else now.replace(tzinfo=None)
-
         class Subprocess:
             """`cdk deploy --all` (`--all-at-once`): every stack's change at once; anything else refused."""
 
@@ -550,16 +644,14 @@ class DeployDay:
                 "deploy_stack",
                 "synthesize",
                 "synthesize_first_create",
-                "run_waves",
-                "datetime",
+                "deploy_stacks",
                 "subprocess",
             )
         }
         waves.deploy_stack = partial(self.deploy_stack, deploy)
         waves.synthesize = partial(self._synthesize, False)
         waves.synthesize_first_create = partial(self._synthesize, True)
-        waves.run_waves = partial(saved["run_waves"], sleep=self.sleep, clock=self.clock)
-        waves.datetime = SimulatedClock
+        waves.deploy_stacks = partial(self.deploy_stacks, deploy)
         waves.subprocess = Subprocess  # type: ignore[assignment]
         try:
             yield
@@ -577,12 +669,23 @@ class DeployDay:
             assembly.unlink()
         assembly.symlink_to(built, target_is_directory=True)
 
+    def deploy_stacks(
+        self, deploy: Deploy, cdk: Sequence[str], assembly: Path, stacks: Sequence[str], **_: Any
+    ) -> None:
+        """`cdk deploy --concurrency N` of several stacks (the hotfix path's cells of a region)."""
+        self._deploy_all(deploy, stacks)
+
     def _deploy_all(self, deploy: Deploy, stacks: Sequence[str]) -> None:
-        """Every stack at once: each fleet's rollout starts in the same minute; CloudFormation's deploys
-        of them run side by side, the CLI waits for all."""
+        """Several stacks at once (`--all`, or `--concurrency`): each of their fleets' rollouts starts in the
+        same minute; CloudFormation's deploys of them run side by side, the CLI waits for all."""
         assert self.mirror is not None and self.current is not None
         started = self.twin.now_minute + 1
-        fleets = [fleet for twin in self.twin.cells.values() for fleet in twin.fleets.values()]
+        fleets = [
+            fleet
+            for twin in self.twin.cells.values()
+            if twin.control.stack in stacks
+            for fleet in twin.fleets.values()
+        ]
         for stack in stacks:
             self.current.stacks.append(StackDeploy(stack, started))
             self.mirror.set_stack(stack, "UPDATE_IN_PROGRESS")

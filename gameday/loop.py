@@ -201,6 +201,7 @@ class CellTwin:
         self.down = False  # a region_down fault this minute: no target answers
         self.unreachable = False  # a front_door_down fault this minute: clients cannot reach the ALB
         self.healthy_targets = sum(f.in_service for f in fleets.values())  # behind the ALB, last minute
+        self.utilisation = 0.0  # the live targets' load over their capacity, last minute served
 
     def record(self, key: str, minute: int, value: float | None) -> None:
         self.series.setdefault(key, {})[minute] = value
@@ -231,6 +232,13 @@ class CellTwin:
         if not self.reads_own_metrics(alarm.namespace):
             return None
         if alarm.statistic == "math":
+            if "TaskDefinitionRevision" in alarm.dimensions:
+                # A deployment alarm's share of the new revision's own requests (cdk_constructs/fleet/
+                # service.py: Sum over SampleCount of a 0/1 metric, judged on minutes with enough requests).
+                if "ServingError" in alarm.metrics:
+                    return "revision_serving_error_share"
+                if "SlowFirstToken" in alarm.metrics:
+                    return "revision_slow_share"
             if {"DesiredTaskCount", "RunningTaskCount"} <= set(alarm.metrics):
                 service = alarm.dimensions.get("ServiceName", "")
                 for fleet in self.fleets.values():
@@ -245,6 +253,8 @@ class CellTwin:
         if "TaskDefinitionRevision" in alarm.dimensions and metric == "ServingError":
             # Scoped to the revision a deployment rolls out: its own tasks' share (deploy days only).
             return "revision_serving_error_share"
+        if "TaskDefinitionRevision" in alarm.dimensions and metric == "SlowFirstToken":
+            return "revision_slow_share"
         keys = {
             ("SlowFirstToken", "Average"): "slow_share",
             ("RequestFailed", "Average"): "error_share",
@@ -424,6 +434,26 @@ class Twin:
         ]
         return max(shares) if shares else None
 
+    def _newest_revision_slow(self, twin: CellTwin, speed: float) -> float | None:
+        """The share of late first tokens on the tasks of the revision being rolled out, while any serve:
+        least outstanding requests gives its tasks as many requests in flight as the others', so they run
+        at the target's utilisation, at their own speed (the curve's slow share there)."""
+        shares = []
+        for fleet in twin.fleets.values():
+            rollout = fleet.rollout
+            if rollout is None or rollout.rolling_back or not rollout.new_serving:
+                continue
+            revision = self.revisions.get(rollout.revision)
+            at = speed * (revision.speed if revision is not None else 1.0)
+            u = twin.utilisation
+            slow = twin.curve.at(u)[1]
+            if at < 1.0:
+                by_speed = twin.curve.slow_at_speed(u, at)
+                p99 = min(twin.curve.at(u)[0] / at, OVERLOAD_TTFT_MS)
+                slow = max(slow, twin.curve.slow_at_p99(p99) if by_speed is None else by_speed)
+            shares.append(slow)
+        return max(shares) if shares else None
+
     def _revision_shares(self, twin: CellTwin) -> list[tuple[float, Any]]:
         """(share of the target's serving tasks, the revision they run) for each bad revision serving."""
         total = sum(f.in_service for f in twin.fleets.values())
@@ -548,6 +578,7 @@ class Twin:
         to_dead = arriving * failing_share(live, dead, hold) * (dead_share_of_minute if live else 1.0)
         to_live = arriving - to_dead
         utilisation = to_live / capacity if capacity else math.inf
+        twin.utilisation = utilisation
         if twin.curve.admitted_share:
             # The replicas' admission bound sheds at the edge what finds every slot and the short queue
             # full (UNAVAILABLE at once); what they admit is served at the curve's latency.
@@ -721,7 +752,7 @@ class Twin:
                     alarms = {key: state == cw.ALARM for key, state in twin.alarm_states.items()}
                 stopped += fleet.step(minute, instance_type in shortage, events_for, alarms)
                 events.extend(f"{name}: {event}" for event in events_for)
-                row.waiting[instance_type] = max(fleet.desired - fleet.tasks, 0)
+                row.waiting[instance_type] = max(fleet.desired - fleet.all_tasks, 0)
             row.stopped = stopped
             row.serving_before = serving_before
             row.fleets = len(twin.fleets)
@@ -745,6 +776,8 @@ class Twin:
                 failing=failing,
                 counted=counted,
             )
+            if self.revisions and not (twin.down or twin.unreachable):
+                twin.record("revision_slow_share", minute, self._newest_revision_slow(twin, speed))
             # The plan is not on offer where AWS had no hosts to give (a capacity shortage) or where no
             # client reaches the target (down, its front door down): none of its room can take demand.
             if not (shortage or twin.down or twin.unreachable):
