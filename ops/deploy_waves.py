@@ -62,6 +62,12 @@ from ops.preflight.assembly import AssemblyError, read_template, scheduled_start
 from ops.preflight.checks import Status, schedule_findings
 from ops.release_capacity import batches, project_clusters
 from ops.stack_state import NOT_CREATED, end_state, stack_alarms, stack_status
+from ops.wave import (
+    STABLE_MARGIN_SECONDS,
+    Wave,
+    alarm_problems,
+    read_alarms,
+)
 from settings.cells import Cell, region_of
 from settings.rollout import surge_hosts
 from settings.schema import Settings
@@ -70,12 +76,7 @@ from stacks.routing_names import degraded_alarm_name, unfit_alarm_name
 DEFAULT_CDK = "npx --no-install cdk --no-notices"
 ASSEMBLY_DIRECTORY = Path("build") / "deploy" / "cdk.out"
 POLL_SECONDS = 60.0  # the alarms' period: polling faster sees nothing new
-STABLE_TIMEOUT_SECONDS = 30 * 60.0  # only where no config says better (tests, a wave built by hand)
-# Beyond the rolling deploy's own time (rounds x cold-start budget): host launch, ECS registration and the
-# ALB's health checks before ECS counts a task as running.
-STABLE_MARGIN_SECONDS = 15 * 60.0
 DESCRIBE_SERVICES_BATCH = 10  # DescribeServices takes at most 10 services per call
-COLD_START_SECONDS = 30 * 60.0  # only where no config says better: serving.cold_start_budget_seconds
 # How long the global wave waits for the orchestrator's first run: it runs once a minute on its schedule,
 # Lambda sends its metrics in 1-minute intervals, and only runs from the next whole minute count.
 FIRST_RUN_TIMEOUT_SECONDS = 10 * 60.0
@@ -90,32 +91,6 @@ GLOBAL_ALARM_DATA_SECONDS = (5 + 1) * 60.0
 # minutes). Estimates for planning, not limits the deploy enforces.
 CELL_DEPLOY_ESTIMATE_SECONDS = 20 * 60.0
 GLOBAL_DEPLOY_ESTIMATE_SECONDS = 10 * 60.0
-
-
-@dataclass(frozen=True)
-class Wave:
-    stack: str
-    region: str | None = None  # None: the global stack, which runs no services and has no region alarms
-    alarms: tuple[str, ...] = ()
-    cell: str = ""  # the cell's name (`us-east-1/2`) in a region of several cells
-    # How long its services may take to settle: its slowest fleet's rolling deploy (stable_timeout_seconds).
-    stable_timeout_seconds: float = STABLE_TIMEOUT_SECONDS
-    home: str = ""  # the global stack's region (its alarms are read there); empty for a cell's wave
-    # How long its targets may take to be healthy once its tasks run (the model's cold start); the target
-    # groups' health checks add their own time (read from the groups).
-    cold_start_seconds: float = COLD_START_SECONDS
-    # Waves of one group deploy one after another, then are watched side by side (the hotfix path's
-    # regions); None: a group of its own.
-    group: int | None = None
-
-    @property
-    def label(self) -> str:
-        return self.cell or self.region or "global"
-
-    @property
-    def target(self) -> str:
-        """What the wave's services are read for: the region, or the one cell of it the wave deploys."""
-        return self.cell or self.region or ""
 
 
 @dataclass(frozen=True)
@@ -328,37 +303,6 @@ def describe_day_zero(config: str, approve: bool, preflight: bool) -> str:
 # ---- decisions (pure) --------------------------------------------------------------------------------
 
 
-def alarm_problems(described: dict[str, Any], watched: Iterable[str]) -> tuple[list[str], list[str]]:
-    """(missing, firing) in a DescribeAlarms answer (metric and composite alarms): each watched alarm that
-    is not there, since it watches nothing, and each one in ALARM."""
-    missing, firing = [], []
-    for missing_one, problem in _alarm_states(described, watched):
-        (missing if missing_one else firing).append(problem)
-    return missing, firing
-
-
-def alarms_firing(described: dict[str, Any], watched: Iterable[str]) -> list[str]:
-    """Problems in a DescribeAlarms answer, in the watched order: each alarm in ALARM or missing."""
-    return [problem for _, problem in _alarm_states(described, watched)]
-
-
-def _alarm_states(described: dict[str, Any], watched: Iterable[str]) -> list[tuple[bool, str]]:
-    found = {
-        alarm["AlarmName"]: alarm
-        for kind in ("MetricAlarms", "CompositeAlarms")
-        for alarm in described.get(kind, [])
-    }
-    problems = []
-    for name in watched:
-        alarm = found.get(name)
-        if alarm is None:
-            problems.append((True, f"{name} does not exist, so the region cannot be watched"))
-        elif alarm.get("StateValue") == "ALARM":
-            reason = alarm.get("StateReason", "").strip()
-            problems.append((False, f"{name} is in ALARM" + (f": {reason}" if reason else "")))
-    return problems
-
-
 def running_tasks(services: Iterable[dict[str, Any]]) -> int:
     """The tasks a cell's target groups must hold: every service registers each task in both groups."""
     return sum(service.get("runningCount", 0) for service in services)
@@ -482,12 +426,6 @@ def schedule_problems(assembly: Path, wave: Wave, now: datetime) -> list[str]:
         return [f"{assembly} has no template for {wave.stack}"]
     findings = schedule_findings(wave.region, wave.stack, scheduled_starts(template), now)
     return [f.advice for f in findings if f.status is Status.SHORTFALL]
-
-
-def read_alarms(cloudwatch: Any, names: Sequence[str]) -> dict[str, Any]:
-    """The watched alarms as DescribeAlarms answers them. Without AlarmTypes it answers metric alarms only,
-    and region-degraded is composite."""
-    return cloudwatch.describe_alarms(AlarmNames=list(names), AlarmTypes=["CompositeAlarm", "MetricAlarm"])
 
 
 def region_services(session: Any, project: str, target: str) -> list[dict[str, Any]]:

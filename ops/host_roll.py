@@ -40,10 +40,10 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ops.deploy_waves import STABLE_MARGIN_SECONDS, Wave, alarms_firing, read_alarms
 from ops.preflight.assembly import AssemblyError, launch_template_images, read_template
 from ops.preflight.aws import FleetGroup, fleet_groups, template_targets
 from ops.preflight.checks import AmiDrift, ami_drift, ami_drifts, ami_freeze
+from ops.wave import STABLE_MARGIN_SECONDS, Wave, alarms_firing, read_alarms
 from settings.rollout import surge_hosts
 from settings.schema import Settings
 

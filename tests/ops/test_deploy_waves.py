@@ -37,7 +37,6 @@ from ops.deploy_waves import (
     STABLE_MARGIN_SECONDS,
     StackNames,
     Wave,
-    alarms_firing,
     describe_plan,
     describe_times,
     main,
@@ -52,6 +51,7 @@ from ops.deploy_waves import (
     worst_case_seconds,
 )
 from ops.stack_state import NOT_CREATED, end_state, stack_status
+from ops.wave import alarms_firing
 from settings import load_settings
 
 REPO = Path(__file__).resolve().parents[2]
