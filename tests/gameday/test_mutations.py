@@ -290,21 +290,17 @@ DEPLOY_MUTATIONS: dict[
     ),
 }
 
-_TODAY = (
-    "the bad-image day fails unbroken on today's deploy code (no deployment alarm watches serving errors, so "
-    "nothing rolls the revision back): the mutation adds no violation of its own until the per-revision "
-    "serving-error deployment alarm lands"
-)
 DEPLOY_NOT_CAUGHT: dict[str, str] = {
     "circuit breaker off": (
-        "a revision that fails requests passes its health checks, so the circuit breaker never sees it (a "
-        "deployment alarm does); the crashing-image day catches this mutation"
+        "a revision that fails requests passes its health checks, so the circuit breaker never counts a "
+        "failed task (ECS developer guide, 'How the Amazon ECS deployment circuit breaker detects failures': "
+        "tasks that fail to reach RUNNING or a healthy state); its deployment alarm rolls it back. The "
+        "crashing-image day catches this mutation"
     ),
-    "deployment alarms removed": _TODAY,
     "bake of zero minutes": (
-        "the bad image shows at once: the first cell's composites are in ALARM at the bake's first look, so "
-        "a bake of 0 minutes still stops the waves there; only a revision that goes bad after its cell is "
-        "stable needs the bake, and no shipped day has one"
+        "the bad image is rolled back by its deployment alarm inside the first cell's cdk deploy, before any "
+        "bake: the bake is the second line, for a revision that goes bad after ECS has finished watching its "
+        "deployment, and no shipped day has one yet"
     ),
 }
 
