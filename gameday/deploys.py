@@ -15,8 +15,9 @@ failures"):
 - every new task cold-starts (COLD_START_MINUTES) before it serves; a revision that crashes on start stops
   CRASH_MINUTES after it is placed, never having passed a health check, and counts as a failed task;
 - the circuit breaker fails the deployment once its failed tasks reach the threshold: the
-  ThresholdConfiguration's COUNT where the template sets one, else ECS's default, half the desired count
-  between 3 and 200 ("the failure threshold is calculated as 0.5 x desired count, minimum 3, maximum 200");
+  ThresholdConfiguration's COUNT where the template sets one, or its percent of the desired count
+  (BOUNDED_PERCENT between 3 and 200), else ECS's default, half the desired count between 3 and 200 ("the
+  failure threshold is calculated as 0.5 x desired count, minimum 3, maximum 200");
 - a deployment alarm in ALARM while the deployment's tasks run fails it too; with deployment alarms the
   deployment stays IN_PROGRESS for a bake time once every task is replaced (ECS computes it from the alarms'
   configuration and states no formula: the twin takes the longest alarm's evaluation window);
@@ -46,7 +47,9 @@ def failure_threshold(control: RolloutControl, desired: int) -> int:
     """Failed tasks after which the circuit breaker fails the deployment."""
     if control.failed_tasks_threshold is not None:
         return control.failed_tasks_threshold
-    return min(max(math.ceil(desired * 0.5), 3), 200)
+    percent = 50 if control.failed_tasks_percent is None else control.failed_tasks_percent
+    threshold = math.ceil(desired * percent / 100)
+    return min(max(threshold, 3), 200) if control.failed_tasks_bounded else max(threshold, 1)
 
 
 @dataclass

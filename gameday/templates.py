@@ -96,8 +96,9 @@ class RolloutControl:
     max_percent: int = 200
     breaker: bool = False
     breaker_rollback: bool = False
-    # ThresholdConfiguration (a fixed COUNT of failed tasks) where set; None: ECS's default, half the
-    # desired count between 3 and 200 (gameday/deploys.py).
+    # ThresholdConfiguration: a fixed COUNT of failed tasks, or a percent of the desired count
+    # (BOUNDED_PERCENT: between 3 and 200; UNBOUNDED_PERCENT: no bounds); None: ECS's default, BOUNDED_PERCENT
+    # 50 (ECS API reference, ThresholdConfiguration; gameday/deploys.py).
     failed_tasks_threshold: int | None = None
     # The deployment alarms ECS watches during the rollout (the twin's alarm keys: logical ids where the
     # template refers to its own alarm, else the name as written); one in ALARM rolls back if
@@ -107,6 +108,9 @@ class RolloutControl:
     # ECS's bake after the last task is replaced, with deployment alarms: the twin's figure, the longest
     # watched alarm's evaluation window in minutes (ECS computes its own and states no formula).
     alarm_bake_minutes: int = 0
+    # The percent types of ThresholdConfiguration (see failed_tasks_threshold).
+    failed_tasks_percent: int | None = None
+    failed_tasks_bounded: bool = True
 
 
 def _rollout(service: dict[str, Any]) -> RolloutControl:
@@ -121,6 +125,8 @@ def _rollout(service: dict[str, Any]) -> RolloutControl:
         breaker=str(breaker.get("Enable", False)).lower() == "true",
         breaker_rollback=str(breaker.get("Rollback", False)).lower() == "true",
         failed_tasks_threshold=int(threshold["Value"]) if threshold.get("Type") == "COUNT" else None,
+        failed_tasks_percent=int(threshold["Value"]) if "PERCENT" in str(threshold.get("Type", "")) else None,
+        failed_tasks_bounded=threshold.get("Type") != "UNBOUNDED_PERCENT",
         alarms=tuple(_ref(name) or _literal(name) for name in alarms.get("AlarmNames", []))
         if enabled
         else (),

@@ -118,3 +118,14 @@ def test_a_rollback_is_not_failed_by_the_alarm_that_started_it():
     assert back is not None
     run(back, 4, room=4, minutes=100, alarm_from=0)  # the alarm's data is still the failed revision's
     assert back.state == COMPLETED
+
+
+def test_a_percent_threshold_is_that_share_of_the_desired_count_within_ecss_bounds_or_without():
+    """The kit's BOUNDED_PERCENT (12% of the desired count, 3 to 200); UNBOUNDED_PERCENT has no bounds (ECS
+    API reference, ThresholdConfiguration). On main the twin read any percent as ECS's default, 50%."""
+    bounded = RolloutControl(100, 200, True, True, None, failed_tasks_percent=12)
+    assert [failure_threshold(bounded, d) for d in (2, 145, 264, 5000)] == [3, 18, 32, 200]
+    unbounded = RolloutControl(
+        100, 200, True, True, None, failed_tasks_percent=12, failed_tasks_bounded=False
+    )
+    assert [failure_threshold(unbounded, d) for d in (2, 5000)] == [1, 600]

@@ -316,7 +316,10 @@ def test_the_rolling_deployment_settings_are_the_templates(assembly, tmp_path):
     fleet = read_deployment(assembly).cells[REGION].fleets[0]
     rollout = fleet.rollout
     assert (rollout.min_healthy_percent, rollout.max_percent) == (100, 200)
-    assert rollout.breaker and rollout.breaker_rollback and rollout.failed_tasks_threshold == 3
+    # The kit's BOUNDED_PERCENT: half the deploy surge's share of the desired count (cdk_constructs/fleet/
+    # service.py failed_task_percent), within ECS's 3 to 200.
+    assert rollout.breaker and rollout.breaker_rollback and rollout.failed_tasks_threshold is None
+    assert (rollout.failed_tasks_percent, rollout.failed_tasks_bounded) == (12, True)
     assert rollout.alarms and all(
         alarm in read_deployment(assembly).cells[REGION].alarms for alarm in rollout.alarms
     )
@@ -330,5 +333,5 @@ def test_the_rolling_deployment_settings_are_the_templates(assembly, tmp_path):
         set_all(resources, "AWS::ECS::Service", edit)
 
     changed = read_deployment(edited(assembly, tmp_path, no_breaker_threshold_or_alarms)).cells[REGION]
-    assert changed.fleets[0].rollout.failed_tasks_threshold is None  # ECS's default then
+    assert changed.fleets[0].rollout.failed_tasks_percent is None  # ECS's default then
     assert changed.fleets[0].rollout.alarms == () and not changed.fleets[0].rollout.alarms_rollback
