@@ -22,7 +22,8 @@ them and one service per fleet, whose deployments, desired and running counts an
 moto's service objects (`Mirror._services`), the orchestrator function's AWS/Lambda Invocations and Errors,
 the cells' composite alarms (gameday/aws.py mirrors them each minute already) and the global stack's alarms
 (held OK: the twin does not evaluate the orchestrator's own alarms). moto's API can set none of the states
-named here; those two methods are the only places that set them on its objects."""
+named here; those two methods are the only places that set them on its objects. The fleets' Auto Scaling
+groups and the instance refreshes moto lacks: gameday/host_groups.py, hooked on the deploy's session."""
 
 from __future__ import annotations
 
