@@ -306,32 +306,40 @@ class HostGroups:
         return {image_id("current"): hosts - new, image_id(fleet.ami): new + extra}
 
     def _members(self, group: str, region: str, instance_type: str, counts: dict[str, int]) -> None:
-        """The one place moto's group objects are set directly: its members are the instances the twin
-        counts (moto's API would launch or terminate others to keep the desired capacity)."""
+        """The one place moto's objects are set directly: the group's members are the instances the twin
+        counts (moto's API would launch or terminate others to keep the desired capacity), launched by
+        moto's EC2 backend itself (its RunInstances less the request and response: a fleet at an event's
+        peak is hundreds of hosts, and the XML of each was most of their cost)."""
         from moto.autoscaling.models import InstanceState, autoscaling_backends
         from moto.ec2.models import ec2_backends
 
-        ec2 = self.twin.orchestrator.client("ec2", region)
+        ec2 = ec2_backends[ACCOUNT][region]
         held = self._instances[group]
         for image in set(held) | set(counts):
             ids = held.setdefault(image, [])
             wanted = counts.get(image, 0)
             if wanted > len(ids):
-                launched = ec2.run_instances(
-                    ImageId=image,
-                    MinCount=wanted - len(ids),
-                    MaxCount=wanted - len(ids),
-                    InstanceType=instance_type,
-                    SubnetId=self._subnet(region),
-                )["Instances"]
-                ids.extend(i["InstanceId"] for i in launched)
+                # Each new moto instance looks its AMI up among the ~1,300 moto ships, filtering every one:
+                # most of a host's cost. The twin's AMIs are none of them, so the lookup finds nothing anyway.
+                ec2.describe_images = _no_images
+                try:
+                    launched = ec2.run_instances(
+                        image,
+                        wanted - len(ids),
+                        None,
+                        [],
+                        instance_type=instance_type,
+                        is_instance_type_default=True,  # no instance type check: the twin's are valid
+                        subnet_id=self._subnet(region),
+                    )
+                finally:
+                    del ec2.describe_images  # the backend's own method again
+                ids.extend(i.id for i in launched.instances)
             elif wanted < len(ids):
                 gone, held[image] = ids[wanted:], ids[:wanted]
-                ec2.terminate_instances(InstanceIds=gone)
-        backend = autoscaling_backends[ACCOUNT][region]
-        ec2_backend = ec2_backends[ACCOUNT][region]
-        moto_group = backend.autoscaling_groups[group]
-        members = [ec2_backend.get_instance(i) for ids in held.values() for i in ids]
+                ec2.terminate_instances(gone)
+        moto_group = autoscaling_backends[ACCOUNT][region].autoscaling_groups[group]
+        members = [ec2.get_instance(i) for ids in held.values() for i in ids]
         moto_group.instance_states = [InstanceState(i, autoscaling_group=moto_group) for i in members]
         moto_group.desired_capacity = len(members)
 
@@ -343,6 +351,10 @@ class HostGroups:
                 VpcId=vpc, CidrBlock="10.1.0.0/18", AvailabilityZone=f"{region}a"
             )["Subnet"]["SubnetId"]
         return self._subnets[region]
+
+
+def _no_images(**_: Any) -> list[Any]:
+    return []
 
 
 def _ok(body: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
