@@ -22,7 +22,8 @@ them and one service per fleet, whose deployments, desired and running counts an
 moto's service objects (`Mirror._services`), the orchestrator function's AWS/Lambda Invocations and Errors,
 the cells' composite alarms (gameday/aws.py mirrors them each minute already) and the global stack's alarms
 (held OK: the twin does not evaluate the orchestrator's own alarms). moto's API can set none of the states
-named here; those two methods are the only places that set them on its objects."""
+named here; those two methods are the only places that set them on its objects. The fleets' Auto Scaling
+groups and the instance refreshes moto lacks: gameday/host_groups.py, hooked on the deploy's session."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ from typing import Any
 
 from gameday.aws import ACCOUNT, _botocore_session
 from gameday.deploys import COMPLETED, FAILED, IN_PROGRESS
+from gameday.host_groups import HostGroups
 from gameday.loop import DayOver, Minute, Twin
 from gameday.scenario import Deploy
 from orchestrator.routing.config_source import PARAMETER_VARIABLE
@@ -461,6 +463,7 @@ class DeployDay:
         self.function: str | None = None  # the orchestrator's function, for its AWS/Lambda metrics
         self._global: str | None = None
         self.current: DeployRecord | None = None
+        self.host_groups: HostGroups | None = None  # the fleets' groups and their instance refreshes
         twin.before_minute = self.before_minute
         twin.after_minute = self.after_minute
 
@@ -473,6 +476,8 @@ class DeployDay:
             deployed = {twin.control.stack for name, twin in self.twin.cells.items() if name not in absent}
             deployed.add(self._global_stack())
             self.mirror = Mirror(self.twin, self.settings, self.assembly, deployed)
+            mirror = self.mirror
+            self.host_groups = HostGroups(self.twin, self.settings.project, lambda: set(mirror.status))
             for stack in sorted(self.mirror.status):
                 self.mirror.set_stack(stack, "CREATE_COMPLETE")
             self.mirror.global_alarms(self._global_stack())
@@ -481,6 +486,8 @@ class DeployDay:
         self.run(deploy)
 
     def after_minute(self, result: Minute) -> None:
+        if self.host_groups is not None:
+            self.host_groups.step(result.minute)
         if self.mirror is not None:
             self.mirror.write(result.minute)
             if self.function is not None:
@@ -545,9 +552,13 @@ class DeployDay:
     def _session(self) -> Any:
         import boto3
 
-        return boto3.Session(
+        session = boto3.Session(
             botocore_session=_botocore_session(), region_name=self.twin.deployment.home_region
         )
+        if self.host_groups is not None:
+            # The groups written as the deploy reads them; the refresh calls moto lacks answered.
+            self.host_groups.register(session.events)
+        return session
 
     # ---- the seams ----------------------------------------------------------------------------------
 
