@@ -60,7 +60,7 @@ SUCCEEDED = "Successful"
 @dataclass(frozen=True)
 class RollPolicy:
     canary_percent: int
-    checkpoint_delay_seconds: int  # the canary's bake, while the cell's alarms are watched
+    checkpoint_delay_seconds: int  # the canary's task's cold start, then its bake, the cell's alarms watched
     instance_warmup_seconds: int  # a new host's boot and the model's cold start
     max_healthy_percent: int  # 100 plus the deploy surge: replacements launch before hosts terminate
 
@@ -69,7 +69,11 @@ def roll_policy(settings: Settings, bake_minutes: float) -> RollPolicy:
     surge = settings.serving.deployment.max_surge_percent
     return RollPolicy(
         canary_percent=CANARY_PERCENT,
-        checkpoint_delay_seconds=int(bake_minutes * 60),
+        # A canary host counts as replaced once it is in service after its warm-up, but its task moves onto it
+        # only as an old host drains, and then cold-starts: the pause covers that cold start, then the bake.
+        # The bake alone ended before a bad AMI's canary had served long enough to trip the cell's alarms
+        # (the game day's bad-ami-before-event: caught 22 minutes after the canary started serving).
+        checkpoint_delay_seconds=int(settings.serving.cold_start_budget_seconds + bake_minutes * 60),
         instance_warmup_seconds=settings.serving.cold_start_budget_seconds,
         max_healthy_percent=min(200, 100 + surge),  # AWS's range is 100 to 200
     )
