@@ -294,39 +294,50 @@ class ServingService(Construct):
     def _new_revision_error_alarm(
         self, props: FleetProps, task_definition: ecs.TaskDefinition
     ) -> cloudwatch.Alarm:
-        """A deploy's judge, not a page: the service rolls back on it. Named for what it watches, the revision
-        included (alarm_names.py): each revision gets a new alarm in a fresh state, where one updated in
-        place would keep the previous revision's ALARM and roll back the next deploy at once."""
-        return WatchedAlarm(
-            self,
+        return self._new_revision_alarm(
+            props,
             "NewRevisionErrorShare",
-            name_prefix=f"{Stack.of(self).stack_name}-{props.instance.name}-deploy-serving-errors",
-            alarm_description=f"{props.instance.name}: more than {DEPLOY_ERROR_SHARE:.0%} of the requests "
-            "served by the service's current task definition revision failed on the server's side (sheds "
-            f"not counted; minutes with {DEPLOY_MIN_REQUESTS}+ requests), in {DEPLOY_BAD_MINUTES} of the "
-            f"last {DEPLOY_WINDOW_MINUTES} min; a deploy of that revision rolls back on it",
-            metric=self.new_revision_errors(props, task_definition),
-            threshold=DEPLOY_ERROR_SHARE,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=DEPLOY_WINDOW_MINUTES,
-            datapoints_to_alarm=DEPLOY_BAD_MINUTES,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            "serving-errors",
+            f"more than {DEPLOY_ERROR_SHARE:.0%} of the requests served by the service's current task "
+            "definition revision failed on the server's side (sheds not counted; ",
+            self.new_revision_errors(props, task_definition),
+            DEPLOY_ERROR_SHARE,
         )
 
     def _new_revision_slow_alarm(
         self, props: FleetProps, task_definition: ecs.TaskDefinition
     ) -> cloudwatch.Alarm:
-        """The slow revision's judge (DEPLOY_SLOW_SHARE), named for what it watches like the errors' one."""
+        return self._new_revision_alarm(
+            props,
+            "NewRevisionSlowShare",
+            "slow-first-tokens",
+            f"more than {DEPLOY_SLOW_SHARE:.0%} of the first tokens served by the service's current task "
+            "definition revision came later than the objective (",
+            self.new_revision_slow(props, task_definition),
+            DEPLOY_SLOW_SHARE,
+        )
+
+    def _new_revision_alarm(
+        self,
+        props: FleetProps,
+        id: str,
+        signal: str,
+        what: str,
+        metric: cloudwatch.IMetric,
+        threshold: float,
+    ) -> cloudwatch.Alarm:
+        """A deploy's judge, not a page: the service rolls back on it. Named for what it watches, the revision
+        included (alarm_names.py): each revision gets a new alarm in a fresh state, where one updated in
+        place would keep the previous revision's ALARM and roll back the next deploy at once."""
         return WatchedAlarm(
             self,
-            "NewRevisionSlowShare",
-            name_prefix=f"{Stack.of(self).stack_name}-{props.instance.name}-deploy-slow-first-tokens",
-            alarm_description=f"{props.instance.name}: more than {DEPLOY_SLOW_SHARE:.0%} of the first tokens "
-            "served by the service's current task definition revision came later than the objective "
-            f"(minutes with {DEPLOY_MIN_REQUESTS}+ requests), in {DEPLOY_BAD_MINUTES} of the last "
-            f"{DEPLOY_WINDOW_MINUTES} min; a deploy of that revision rolls back on it",
-            metric=self.new_revision_slow(props, task_definition),
-            threshold=DEPLOY_SLOW_SHARE,
+            id,
+            name_prefix=f"{Stack.of(self).stack_name}-{props.instance.name}-deploy-{signal}",
+            alarm_description=f"{props.instance.name}: {what}minutes with {DEPLOY_MIN_REQUESTS}+ requests), "
+            f"in {DEPLOY_BAD_MINUTES} of the last {DEPLOY_WINDOW_MINUTES} min; a deploy of that revision "
+            "rolls back on it",
+            metric=metric,
+            threshold=threshold,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=DEPLOY_WINDOW_MINUTES,
             datapoints_to_alarm=DEPLOY_BAD_MINUTES,
