@@ -267,6 +267,16 @@ class CellTwin:
         return keys.get((metric, alarm.statistic))
 
 
+def slowed(curve: Curve, utilisation: float, speed: float, p99: float, slow: float) -> tuple[float, float]:
+    """(p99 TTFT ms, slow share) on engines at `speed` of their nominal speed: every time stretches by
+    1/speed; the slow share is the curve's own at that speed where it has it (every time stretched by
+    1/speed), else read at the stretched p99's place on the curve (the share of first tokens past the
+    threshold at that latency)."""
+    at_speed = curve.slow_at_speed(utilisation, speed)
+    p99 = min(p99 / speed, OVERLOAD_TTFT_MS)
+    return p99, max(slow, curve.slow_at_p99(p99) if at_speed is None else at_speed)
+
+
 def profile_speed(profile: Any, end: str) -> float:
     """The throughput factor at one end of a profile's stated range (planner/profiles.py: prefill tokens/s
     multiplied and decode steps divided by it), 1 at `nominal`."""
@@ -445,12 +455,9 @@ class Twin:
                 continue
             revision = self.revisions.get(rollout.revision)
             at = speed * (revision.speed if revision is not None else 1.0)
-            u = twin.utilisation
-            slow = twin.curve.at(u)[1]
+            p99, slow, _ = twin.curve.at(twin.utilisation)
             if at < 1.0:
-                by_speed = twin.curve.slow_at_speed(u, at)
-                p99 = min(twin.curve.at(u)[0] / at, OVERLOAD_TTFT_MS)
-                slow = max(slow, twin.curve.slow_at_p99(p99) if by_speed is None else by_speed)
+                p99, slow = slowed(twin.curve, twin.utilisation, at, p99, slow)
             shares.append(slow)
         return max(shares) if shares else None
 
@@ -591,13 +598,8 @@ class Twin:
             p99, slow, in_system = OVERLOAD_TTFT_MS, 1.0, twin.curve.at(1.0)[2]
             served = capacity * twin.curve.utilisation[-1]
         if speed < 1.0 and served:
-            # Slower engines: every time stretches by 1/speed; the slow share is read at the stretched p99's
-            # place on the curve (the share of first tokens past the threshold at that latency).
-            at_speed = twin.curve.slow_at_speed(utilisation, speed)
             in_system /= speed
-            p99 = min(p99 / speed, OVERLOAD_TTFT_MS)
-            # Measured at the stretched threshold where the curve has it (every time stretched by 1/speed).
-            slow = max(slow, twin.curve.slow_at_p99(p99) if at_speed is None else at_speed)
+            p99, slow = slowed(twin.curve, utilisation, speed, p99, slow)
         edge_shed = to_live - served  # refused at the edge for want of a slot
         broken = served * failing  # fail fast: their slots are free for the rest
         # What the containers never count: failed before the request's metrics are written.
